@@ -1,0 +1,1 @@
+"""The privacy checks, one per module, each an incremental state with initialize/update/result."""

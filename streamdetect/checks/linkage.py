@@ -1,0 +1,304 @@
+"""The linkage check: Dou & Coulondre's continuous count-equals-one query, exact and incremental.
+
+Dou & Coulondre 2012 (section 3.4, Fig. 2) run, over the merged stream of every joined view of the
+leveled closure, a CEL query that counts per identifier. As printed it never groups by the identifier;
+its meaning, implemented here, is: in a channel's joined view, an identifier value E = e linked to
+fewer than k distinct values of a sensitive attribute S is disclosed (k = 2: exactly one value, a total
+disclosure; larger k: partial). Each disclosed (E, e, S) is reported once, with its minimal channel:
+the smallest level where it is disclosed.
+
+State (explicit, serializable, versioned): the distinct rows seen per view, and per (channel, E, S)
+the capped linked sets L(e) (at most k values per e). An update takes new rows of one or more views
+and applies the delta rule of a join with only arrivals: the join grows by exactly the joins of the
+new rows of view v with the current rows of the other views, so L(e) grows by
+:func:`~streamdetect.relational.linked_values.linked_values` over that delta. A set that reaches k
+stays saturated; the finding is cleared. ``check`` is one update with every row.
+
+Null is not a value: a row with a null in an attribute a channel uses drops out of that channel.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import polars as pl
+
+from streamdetect.checks.findings import LinkageFinding
+from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.linked_values import cap_per_key, linked_values
+
+Progress = Callable[[int, int], None]
+TaskKey = tuple[tuple[str, ...], str, str]
+
+
+@dataclass(frozen=True)
+class LinkageTask:
+    """One (channel, identifier attribute, sensitive attribute) whose linked sets the state keeps."""
+
+    channel: Channel
+    identifier: str
+    sensitive: str
+
+    @property
+    def key(self) -> TaskKey:
+        return (self.channel.views, self.identifier, self.sensitive)
+
+
+@dataclass
+class LinkageState:
+    """The check's state: rows seen per view and capped linked sets per task. Mutated by updates."""
+
+    VERSION = 1
+    rows: dict[str, pl.DataFrame] = field(default_factory=dict)
+    linked: dict[TaskKey, pl.DataFrame] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""
+
+        def encode(frame: pl.DataFrame) -> str:
+            buffer = io.BytesIO()
+            frame.write_ipc(buffer)
+            return base64.b64encode(buffer.getvalue()).decode()
+
+        document = {
+            "version": self.VERSION,
+            "rows": {name: encode(frame) for name, frame in self.rows.items()},
+            "linked": [[list(key[0]), key[1], key[2], encode(frame)] for key, frame in self.linked.items()],
+        }
+        return json.dumps(document).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LinkageState:
+        """Inverse of :meth:`to_bytes`; refuses a state of another version."""
+        document = json.loads(data)
+        if document.get("version") != cls.VERSION:
+            raise ValueError(f"linkage state version {document.get('version')!r}; expected {cls.VERSION}")
+
+        def decode(text: str) -> pl.DataFrame:
+            return pl.read_ipc(io.BytesIO(base64.b64decode(text)))
+
+        return cls(
+            rows={name: decode(text) for name, text in document["rows"].items()},
+            linked={(tuple(views), e, s): decode(text) for views, e, s, text in document["linked"]},
+        )
+
+
+@dataclass(frozen=True)
+class LinkageDelta:
+    """What an update changed: findings raised and findings cleared."""
+
+    raised: tuple[LinkageFinding, ...]
+    cleared: tuple[LinkageFinding, ...]
+
+
+@dataclass(frozen=True)
+class LinkageCheck:
+    """Configuration of the linkage check over a set of views; stateless, the state is separate.
+
+    ``max_level`` bounds the closure (None: every level).
+    """
+
+    views: tuple[ViewDefinition, ...]
+    identifiers: tuple[str, ...]
+    sensitive: tuple[str, ...]
+    attribute_order: tuple[str, ...]
+    k: int = 2
+    max_level: int | None = None
+
+    @classmethod
+    def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> LinkageCheck:
+        """The check as the topology configures it; ``k`` overrides the configured threshold."""
+        config = topology.check_config("linkage")
+        threshold = k if k is not None else (config.k if config is not None else 2)
+        return cls(
+            views=topology.views,
+            identifiers=topology.table.identifiers,
+            sensitive=topology.table.sensitive,
+            attribute_order=topology.table.attributes,
+            k=threshold,
+            max_level=max_level,
+        )
+
+    @cached_property
+    def levels(self) -> list[list[Channel]]:
+        """The leveled closure of the views."""
+        return channels_by_level(self.views, self.attribute_order, self.max_level)
+
+    @cached_property
+    def tasks(self) -> tuple[LinkageTask, ...]:
+        """Every (channel, E, S) with both attributes in the channel's schema, by level."""
+        return tuple(
+            LinkageTask(channel, identifier, sensitive)
+            for level in self.levels
+            for channel in level
+            for identifier in self.identifiers
+            if identifier in channel.attributes
+            for sensitive in self.sensitive
+            if sensitive in channel.attributes
+        )
+
+    @cached_property
+    def _selections_differ(self) -> dict[tuple[str, ...], bool]:
+        where = {view.name: view.where for view in self.views}
+        return {
+            channel.views: len({where[name] for name in channel.views}) > 1
+            for level in self.levels
+            for channel in level
+        }
+
+    def initialize(self) -> LinkageState:
+        """An empty state: no rows seen."""
+        return LinkageState()
+
+    def _needed(self, task: LinkageTask) -> dict[str, list[str]]:
+        """Per view of the channel, the attributes the join needs: E, S and the join attributes."""
+        members = [view for view in self.views if view.name in task.channel.views]
+        counts: dict[str, int] = {}
+        for view in members:
+            for attribute in view.attributes:
+                counts[attribute] = counts.get(attribute, 0) + 1
+        keep = {task.identifier, task.sensitive} | {a for a, count in counts.items() if count > 1}
+        return {view.name: [a for a in view.attributes if a in keep] for view in members}
+
+    def update(
+        self,
+        state: LinkageState,
+        batch: Mapping[str, pl.DataFrame],
+        progress: Progress | None = None,
+    ) -> LinkageDelta:
+        """Add new rows of one or more views; return the findings raised and cleared.
+
+        Exact. Work per view: for each task whose channel holds the view, one capped join of the new
+        rows with the current rows of the other views, O(sum of sizes * k) plus cycle bags.
+        """
+        before = {finding.id: finding for finding in self.result(state)} if state.linked else {}
+        attributes = {view.name: list(view.attributes) for view in self.views}
+        pending = [(name, frame) for name, frame in batch.items()]
+        total = sum(1 for name, _ in pending for task in self.tasks if name in task.channel.views)
+        done = 0
+        for name, frame in pending:
+            if name not in attributes:
+                raise KeyError(f"unknown view {name!r}")
+            new = frame.select(attributes[name]).unique()
+            old = state.rows.get(name)
+            if old is not None:
+                new = new.join(old, on=attributes[name], how="anti", nulls_equal=True)
+                state.rows[name] = pl.concat([old, new])
+            else:
+                state.rows[name] = new
+            cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+            for task in self.tasks:
+                if name not in task.channel.views:
+                    continue
+                done += 1
+                if new.height:
+                    self._apply(state, task, name, new, cache)
+                if progress is not None:
+                    progress(done, total)
+        after = {finding.id: finding for finding in self.result(state)}
+        return LinkageDelta(
+            raised=tuple(f for key, f in after.items() if key not in before),
+            cleared=tuple(f for key, f in before.items() if key not in after),
+        )
+
+    def _apply(
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        changed: str,
+        new_rows: pl.DataFrame,
+        cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
+    ) -> None:
+        relations: dict[str, pl.DataFrame] = {}
+        for view, keep in self._needed(task).items():
+            source = new_rows if view == changed else state.rows.get(view)
+            if source is None or source.is_empty():
+                return
+            cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
+            if cache_key not in cache:
+                cache[cache_key] = source.select(keep).drop_nulls().unique()
+            relations[view] = cache[cache_key]
+        found = linked_values(relations, task.identifier, task.sensitive, self.k)
+        if found.is_empty():
+            return
+        current = state.linked.get(task.key)
+        combined = found if current is None else pl.concat([current, found])
+        state.linked[task.key] = cap_per_key(combined, [task.identifier], self.k)
+
+    def merge(self, state: LinkageState, other: LinkageState) -> LinkageDelta:
+        """Fold another partition's state into ``state``, exactly, by replaying its rows."""
+        return self.update(state, other.rows)
+
+    def result(self, state: LinkageState) -> list[LinkageFinding]:
+        """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state)."""
+        order = {task.channel.views: i for i, task in enumerate(self.tasks)}
+        findings: list[LinkageFinding] = []
+        for identifier in self.identifiers:
+            for sensitive in self.sensitive:
+                findings.extend(self._result_pair(state, identifier, sensitive, order))
+        return findings
+
+    def _result_pair(
+        self, state: LinkageState, identifier: str, sensitive: str, order: Mapping[tuple[str, ...], int]
+    ) -> list[LinkageFinding]:
+        parts = []
+        for task in self.tasks:
+            if task.identifier != identifier or task.sensitive != sensitive:
+                continue
+            frame = state.linked.get(task.key)
+            if frame is None or frame.is_empty():
+                continue
+            parts.append(
+                frame.group_by(identifier)
+                .agg(pl.col(sensitive).sort().alias("_values"))
+                .filter(pl.col("_values").list.len() < self.k)
+                .with_columns(
+                    pl.lit(task.channel.level).alias("_level"),
+                    pl.lit(order[task.channel.views]).alias("_channel"),
+                )
+            )
+        if not parts:
+            return []
+        everything = pl.concat(parts)
+        minimal = (
+            everything.filter(pl.col("_level") == pl.col("_level").min().over(identifier))
+            .sort("_channel")
+            .group_by(identifier, maintain_order=True)
+            .agg(pl.col("_channel"), pl.col("_values").first())
+            .sort(identifier)
+        )
+        channels = [task.channel.views for task in self.tasks]
+        by_index = {order[views]: views for views in channels}
+        findings = []
+        for value, indices, values in minimal.iter_rows():
+            members = tuple(by_index[i] for i in indices)
+            findings.append(
+                LinkageFinding(
+                    k=self.k,
+                    identifier_attribute=identifier,
+                    identifier_value=value,
+                    sensitive_attribute=sensitive,
+                    sensitive_values=tuple(values),
+                    views=members[0],
+                    channels=members,
+                    selections_differ=self._selections_differ[members[0]],
+                )
+            )
+        return findings
+
+
+def run_linkage(
+    check: LinkageCheck, views: Mapping[str, pl.DataFrame], progress: Progress | None = None
+) -> list[LinkageFinding]:
+    """Batch check: one update with every row, then the result (the same code the stream worker runs)."""
+    state = check.initialize()
+    check.update(state, views, progress)
+    return check.result(state)
+

@@ -1,0 +1,269 @@
+"""Load and validate a topology YAML file into a :class:`~streamdetect.model.topology.Topology`.
+
+Validation happens once, here, at the boundary; every error names the file, the key path
+(``views[1].where``) and what is wrong, and nothing runs on a half-valid topology.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from streamdetect.errors import PredicateError, TopologyError
+from streamdetect.model.predicates import Predicate, attributes_of, parse_predicate
+from streamdetect.model.topology import (
+    ATTRIBUTE_TYPES,
+    AttributeType,
+    CheckConfig,
+    FunctionalDependency,
+    TableSchema,
+    Topology,
+    ViewDefinition,
+)
+
+#: Checks this version implements, with their default ``k``.
+SUPPORTED_CHECKS: Mapping[str, int] = {"linkage": 2}
+
+_TOP_KEYS = {"name", "table", "views", "checks"}
+_TABLE_KEYS = {
+    "name",
+    "attributes",
+    "identifiers",
+    "sensitive",
+    "quasi_identifiers",
+    "functional_dependencies",
+    "source",
+}
+_VIEW_KEYS = {"name", "attributes", "where", "source"}
+
+
+class _Context:
+    """Carries the file name so that every error names it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str | None, problem: str) -> TopologyError:
+        return TopologyError(problem, file=str(self.path), key=key)
+
+    def mapping(self, value: Any, key: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(key, f"expected a mapping, found {_kind(value)}")
+        return value
+
+    def known_keys(self, value: Mapping[str, Any], allowed: set[str], key: str) -> None:
+        for name in value:
+            if name not in allowed:
+                raise self.fail(
+                    f"{key}.{name}" if key else str(name),
+                    f"unknown key; expected one of {', '.join(sorted(allowed))}",
+                )
+
+    def text(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"expected a non-empty string, found {_kind(value)}")
+        return value
+
+    def names(self, value: Any, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+        if value is None and allow_empty:
+            return ()
+        if not isinstance(value, Sequence) or isinstance(value, str):
+            raise self.fail(key, f"expected a list of attribute names, found {_kind(value)}")
+        names = tuple(self.text(item, f"{key}[{i}]") for i, item in enumerate(value))
+        if not names and not allow_empty:
+            raise self.fail(key, "must not be empty")
+        seen: set[str] = set()
+        for i, name in enumerate(names):
+            if name in seen:
+                raise self.fail(f"{key}[{i}]", f"attribute {name!r} is listed twice")
+            seen.add(name)
+        return names
+
+    def known_attributes(self, names: Sequence[str], attributes: Sequence[str], key: str) -> None:
+        for i, name in enumerate(names):
+            if name not in attributes:
+                raise self.fail(f"{key}[{i}]", f"unknown attribute {name!r}; the table has {', '.join(attributes)}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, bool):
+        return f"the boolean {value}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, Sequence):
+        return "a list"
+    return type(value).__name__
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TopologyError("no such file", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"cannot read the file: {exc}", file=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else None
+        raise TopologyError(f"not valid YAML: {problem}", file=str(path), key=line) from None
+
+
+def _resolve(ctx: _Context, value: Any, key: str) -> str:
+    source = Path(ctx.text(value, key))
+    return str(source if source.is_absolute() else (ctx.path.parent / source))
+
+
+def _table(ctx: _Context, raw: Any) -> TableSchema:
+    table = ctx.mapping(raw, "table")
+    ctx.known_keys(table, _TABLE_KEYS, "table")
+    if "attributes" not in table:
+        raise ctx.fail("table.attributes", "missing")
+    raw_attributes = table["attributes"]
+    types: dict[str, AttributeType] = {}
+    if isinstance(raw_attributes, Mapping):
+        attributes = ctx.names(list(raw_attributes), "table.attributes", allow_empty=False)
+        for name, declared in raw_attributes.items():
+            if declared not in ATTRIBUTE_TYPES:
+                raise ctx.fail(
+                    f"table.attributes.{name}",
+                    f"unknown type {declared!r}; expected one of {', '.join(ATTRIBUTE_TYPES)}",
+                )
+            types[name] = declared
+    else:
+        attributes = ctx.names(raw_attributes, "table.attributes", allow_empty=False)
+    roles: dict[str, tuple[str, ...]] = {}
+    for role in ("identifiers", "sensitive", "quasi_identifiers"):
+        roles[role] = ctx.names(table.get(role), f"table.{role}")
+        ctx.known_attributes(roles[role], attributes, f"table.{role}")
+    for role in ("identifiers", "sensitive"):
+        if not roles[role]:
+            raise ctx.fail(f"table.{role}", "at least one attribute is needed")
+    both = set(roles["identifiers"]) & set(roles["sensitive"])
+    if both:
+        raise ctx.fail("table.sensitive", f"{', '.join(sorted(both))} cannot be both identifier and sensitive")
+    dependencies = _dependencies(ctx, table.get("functional_dependencies"), attributes)
+    source = _resolve(ctx, table["source"], "table.source") if table.get("source") is not None else None
+    name = ctx.text(table.get("name", "table"), "table.name")
+    return TableSchema(
+        name=name,
+        attributes=attributes,
+        identifiers=roles["identifiers"],
+        sensitive=roles["sensitive"],
+        quasi_identifiers=roles["quasi_identifiers"],
+        functional_dependencies=dependencies,
+        types=types,
+        source=source,
+    )
+
+
+def _dependencies(ctx: _Context, raw: Any, attributes: Sequence[str]) -> tuple[FunctionalDependency, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise ctx.fail("table.functional_dependencies", f"expected a list like ['A, B -> C'], found {_kind(raw)}")
+    dependencies = []
+    for i, item in enumerate(raw):
+        key = f"table.functional_dependencies[{i}]"
+        text = ctx.text(item, key)
+        if text.count("->") != 1:
+            raise ctx.fail(key, f"expected 'A, B -> C', found {text!r}")
+        sides = [tuple(part.strip() for part in side.split(",")) for side in text.split("->")]
+        for side in sides:
+            if not side or any(not part for part in side):
+                raise ctx.fail(key, f"empty attribute name in {text!r}")
+            for name in side:
+                if name not in attributes:
+                    raise ctx.fail(key, f"unknown attribute {name!r}")
+        dependencies.append(FunctionalDependency(sides[0], sides[1]))
+    return tuple(dependencies)
+
+
+def _where(ctx: _Context, raw: Any, key: str, attributes: Sequence[str]) -> Predicate:
+    text = ctx.text(raw, key)
+    try:
+        predicate = parse_predicate(text)
+    except PredicateError as exc:
+        raise ctx.fail(key, f"bad expression {text!r}: {exc}") from None
+    for name in attributes_of(predicate):
+        if name not in attributes:
+            raise ctx.fail(key, f"unknown attribute {name!r} in {text!r}")
+    return predicate
+
+
+def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition, ...]:
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        raise ctx.fail("views", f"expected a non-empty list of views, found {_kind(raw)}")
+    views: list[ViewDefinition] = []
+    for i, item in enumerate(raw):
+        key = f"views[{i}]"
+        view = ctx.mapping(item, key)
+        ctx.known_keys(view, _VIEW_KEYS, key)
+        name = ctx.text(view.get("name"), f"{key}.name")
+        if any(existing.name == name for existing in views):
+            raise ctx.fail(f"{key}.name", f"view name {name!r} is used twice")
+        if "attributes" not in view:
+            raise ctx.fail(f"{key}.attributes", "missing")
+        attributes = ctx.names(view["attributes"], f"{key}.attributes", allow_empty=False)
+        ctx.known_attributes(attributes, table.attributes, f"{key}.attributes")
+        where_text = view.get("where")
+        where = _where(ctx, where_text, f"{key}.where", table.attributes) if where_text is not None else None
+        if view.get("source") is not None:
+            source: str | None = _resolve(ctx, view["source"], f"{key}.source")
+        elif table.source is None:
+            raise ctx.fail(f"{key}.source", "missing, and there is no table.source to compute the view from")
+        else:
+            source = None
+        views.append(ViewDefinition(name, attributes, where, where_text, source))
+    return tuple(views)
+
+
+def _checks(ctx: _Context, raw: Any) -> tuple[CheckConfig, ...]:
+    if raw is None:
+        return (CheckConfig("linkage", SUPPORTED_CHECKS["linkage"]),)
+    checks = ctx.mapping(raw, "checks")
+    configs = []
+    for name, options in checks.items():
+        key = f"checks.{name}"
+        if name not in SUPPORTED_CHECKS:
+            raise ctx.fail(key, f"unknown check; this version supports {', '.join(SUPPORTED_CHECKS)}")
+        options = {} if options is None else ctx.mapping(options, key)
+        ctx.known_keys(options, {"k"}, key)
+        k = options.get("k", SUPPORTED_CHECKS[name])
+        if not isinstance(k, int) or isinstance(k, bool) or k < 2:
+            raise ctx.fail(f"{key}.k", f"expected a whole number of at least 2, found {_kind(k)}")
+        configs.append(CheckConfig(name, k))
+    if not configs:
+        raise ctx.fail("checks", "no check listed")
+    return tuple(configs)
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read, validate and return the topology in ``path``.
+
+    Raises :class:`~streamdetect.errors.TopologyError` naming the file, the key path and the problem.
+    Data files are not read here (see :func:`streamdetect.io.sources.load_views`).
+    """
+    ctx = _Context(Path(path))
+    document = ctx.mapping(_read_yaml(ctx.path), "(top level)")
+    ctx.known_keys(document, _TOP_KEYS, "")
+    if "table" not in document:
+        raise ctx.fail("table", "missing")
+    if "views" not in document:
+        raise ctx.fail("views", "missing")
+    table = _table(ctx, document["table"])
+    views = _views(ctx, document["views"], table)
+    checks = _checks(ctx, document.get("checks"))
+    name = ctx.text(document.get("name", ctx.path.stem), "name")
+    return Topology(name=name, table=table, views=views, checks=checks, path=str(ctx.path))

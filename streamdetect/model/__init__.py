@@ -1,0 +1,1 @@
+"""The pure relational model: schemas, views, selections, functional dependencies."""

@@ -1,0 +1,238 @@
+"""The ``where`` grammar of view selections: parse to an AST, list attributes, compile to polars.
+
+A safe SQL-style boolean language: comparisons ``= != <> < <= > >=`` of an attribute with a literal,
+``IN (...)``, ``NOT IN (...)``, ``AND``, ``OR``, ``NOT``, parentheses, single-quoted strings (``''``
+escapes a quote) and numbers. Attribute names are bare words or double-quoted (``"Health Condition"``).
+The text is parsed by a LALR grammar (lark) into a small immutable AST; nothing is ever evaluated as
+code. Evaluation follows SQL three-valued logic: a comparison with a null is unknown and the row is
+not selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal as TypingLiteral
+from typing import Union
+
+import polars as pl
+from lark import Lark, Token, Transformer, UnexpectedInput, v_args
+
+from streamdetect.errors import PredicateError
+
+Scalar = Union[str, int, float]
+Operator = TypingLiteral["=", "!=", "<", "<=", ">", ">="]
+
+_GRAMMAR = r"""
+?start: disjunction
+?disjunction: conjunction (_OR conjunction)*        -> or_
+?conjunction: negation (_AND negation)*             -> and_
+?negation: _NOT negation                            -> not_
+         | primary
+?primary: comparison
+        | membership
+        | "(" disjunction ")"
+comparison: attribute OPERATOR literal
+membership: attribute NEGATED? _IN "(" literal ("," literal)* ")"
+attribute: NAME | QUOTED_NAME
+literal: STRING | NUMBER
+
+OPERATOR: "<=" | ">=" | "<>" | "!=" | "=" | "<" | ">"
+NEGATED.2: /NOT(?![A-Za-z0-9_])/i
+_IN.2: /IN(?![A-Za-z0-9_])/i
+_AND.2: /AND(?![A-Za-z0-9_])/i
+_OR.2: /OR(?![A-Za-z0-9_])/i
+_NOT.2: /NOT(?![A-Za-z0-9_])/i
+NAME: /[A-Za-z_][A-Za-z0-9_]*/
+QUOTED_NAME: /"(?:[^"]|"")+"/
+STRING: /'(?:[^']|'')*'/
+NUMBER: /[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?/
+%ignore /\s+/
+"""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``attribute op value``."""
+
+    attribute: str
+    operator: Operator
+    value: Scalar
+
+
+@dataclass(frozen=True)
+class Membership:
+    """``attribute [NOT] IN (values...)``."""
+
+    attribute: str
+    values: tuple[Scalar, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Not:
+    """``NOT operand``."""
+
+    operand: Predicate
+
+
+@dataclass(frozen=True)
+class And:
+    """Conjunction of two or more operands."""
+
+    operands: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    """Disjunction of two or more operands."""
+
+    operands: tuple[Predicate, ...]
+
+
+Predicate = Union[Comparison, Membership, Not, And, Or]
+
+
+@v_args(inline=True)
+class _ToAst(Transformer[Token, Predicate]):
+    def attribute(self, token: Token) -> str:
+        text = str(token)
+        if token.type == "QUOTED_NAME":
+            return text[1:-1].replace('""', '"')
+        return text
+
+    def literal(self, token: Token) -> Scalar:
+        text = str(token)
+        if token.type == "STRING":
+            return text[1:-1].replace("''", "'")
+        if any(ch in text for ch in ".eE"):
+            return float(text)
+        return int(text)
+
+    def comparison(self, attribute: str, operator: Token, value: Scalar) -> Comparison:
+        op = "!=" if str(operator) == "<>" else str(operator)
+        return Comparison(attribute, op, value)  # type: ignore[arg-type]
+
+    def membership(self, attribute: str, *rest: Token | Scalar) -> Membership:
+        negated = bool(rest) and isinstance(rest[0], Token) and rest[0].type == "NEGATED"
+        values = tuple(v for v in rest if not (isinstance(v, Token) and v.type == "NEGATED"))
+        return Membership(attribute, values, negated)  # type: ignore[arg-type]
+
+    def not_(self, operand: Predicate) -> Not:
+        return Not(operand)
+
+    def and_(self, *operands: Predicate) -> Predicate:
+        return operands[0] if len(operands) == 1 else And(tuple(operands))
+
+    def or_(self, *operands: Predicate) -> Predicate:
+        return operands[0] if len(operands) == 1 else Or(tuple(operands))
+
+
+@cache
+def _parser() -> Lark:
+    return Lark(_GRAMMAR, parser="lalr", maybe_placeholders=False)
+
+
+def parse_predicate(text: str) -> Predicate:
+    """Parse a ``where`` expression into its AST.
+
+    Linear in the length of ``text`` (LALR). Raises :class:`PredicateError` with the position of the
+    first unexpected character or token.
+
+    >>> parse_predicate("Sex IN ('F', 'M') AND NOT \\"Health Condition\\" = 'HIV'")
+    And(operands=(Membership(attribute='Sex', values=('F', 'M'), negated=False), Not(operand=Comparison(attribute='Health Condition', operator='=', value='HIV'))))
+    """
+    if not text or not text.strip():
+        raise PredicateError("empty expression")
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as exc:
+        column = getattr(exc, "pos_in_stream", None)
+        snippet = text[column : column + 15] if column is not None else ""
+        found = f" near {snippet!r}" if snippet else " at the end"
+        raise PredicateError(f"syntax error{found}", position=column) from None
+    return _ToAst().transform(tree)
+
+
+def attributes_of(predicate: Predicate) -> Iterator[str]:
+    """Every attribute name the predicate mentions, in order of appearance (with repeats)."""
+    if isinstance(predicate, (Comparison, Membership)):
+        yield predicate.attribute
+    elif isinstance(predicate, Not):
+        yield from attributes_of(predicate.operand)
+    else:
+        for operand in predicate.operands:
+            yield from attributes_of(operand)
+
+
+def _literals(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
+    if isinstance(predicate, Comparison):
+        yield predicate.attribute, predicate.value
+    elif isinstance(predicate, Membership):
+        for value in predicate.values:
+            yield predicate.attribute, value
+    elif isinstance(predicate, Not):
+        yield from _literals(predicate.operand)
+    else:
+        for operand in predicate.operands:
+            yield from _literals(operand)
+
+
+def check_types(predicate: Predicate, dtypes: Mapping[str, pl.DataType]) -> None:
+    """Fail unless every attribute is known and every literal fits its attribute's type.
+
+    Strings compare with string and date columns (dates as ISO ``'YYYY-MM-DD'``), numbers with numeric
+    columns.
+    """
+    for attribute, value in _literals(predicate):
+        if attribute not in dtypes:
+            raise PredicateError(f"unknown attribute {attribute!r}")
+        dtype = dtypes[attribute]
+        if dtype.is_numeric() and isinstance(value, str):
+            raise PredicateError(f"attribute {attribute!r} is numeric but is compared with the string {value!r}")
+        if not dtype.is_numeric() and not isinstance(value, str):
+            raise PredicateError(f"attribute {attribute!r} is text or date but is compared with the number {value}")
+
+
+def _literal_expr(attribute: str, value: Scalar, dtypes: Mapping[str, pl.DataType]) -> pl.Expr:
+    dtype = dtypes.get(attribute)
+    if dtype is not None and dtype.is_temporal() and isinstance(value, str):
+        return pl.lit(value).str.to_date()
+    return pl.lit(value)
+
+
+def to_polars(predicate: Predicate, dtypes: Mapping[str, pl.DataType] | None = None) -> pl.Expr:
+    """Compile the AST to a polars boolean expression (SQL semantics: null is not selected)."""
+    types: Mapping[str, pl.DataType] = dtypes or {}
+    if isinstance(predicate, Comparison):
+        column = pl.col(predicate.attribute)
+        literal = _literal_expr(predicate.attribute, predicate.value, types)
+        match predicate.operator:
+            case "=":
+                return column == literal
+            case "!=":
+                return column != literal
+            case "<":
+                return column < literal
+            case "<=":
+                return column <= literal
+            case ">":
+                return column > literal
+            case ">=":
+                return column >= literal
+    if isinstance(predicate, Membership):
+        column = pl.col(predicate.attribute)
+        dtype = types.get(predicate.attribute)
+        values: list[object] = list(predicate.values)
+        inside = column.is_in(pl.Series(values, dtype=dtype) if dtype is not None else values)
+        # is_in yields false (not null) on a null cell; SQL says unknown, so exclude nulls explicitly.
+        inside = pl.when(column.is_null()).then(None).otherwise(inside)
+        return ~inside if predicate.negated else inside
+    if isinstance(predicate, Not):
+        return ~to_polars(predicate.operand, types)
+    combined = [to_polars(operand, types) for operand in predicate.operands]
+    result = combined[0]
+    for expression in combined[1:]:
+        result = (result & expression) if isinstance(predicate, And) else (result | expression)
+    return result

@@ -1,0 +1,97 @@
+"""The relational model of a publication: the private table's schema, the published views, the checks.
+
+Pure data, validated by the loader at the boundary (:mod:`streamdetect.io.topology_file`); the checks
+take these objects and polars frames and never touch files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from streamdetect.model.predicates import Predicate, attributes_of
+
+AttributeType = Literal["str", "int", "float", "date"]
+ATTRIBUTE_TYPES: tuple[AttributeType, ...] = ("str", "int", "float", "date")
+
+
+@dataclass(frozen=True)
+class FunctionalDependency:
+    """``lhs -> rhs`` over attribute names of the table."""
+
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{', '.join(self.lhs)} -> {', '.join(self.rhs)}"
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The private table: its attributes with their roles.
+
+    ``types`` maps an attribute to its declared type, or omits it when the type is inferred from the data.
+    ``source`` is the path of the table's rows, when the publisher gives them (what-if checks).
+    """
+
+    name: str
+    attributes: tuple[str, ...]
+    identifiers: tuple[str, ...]
+    sensitive: tuple[str, ...]
+    quasi_identifiers: tuple[str, ...] = ()
+    functional_dependencies: tuple[FunctionalDependency, ...] = ()
+    types: Mapping[str, AttributeType] = field(default_factory=dict)
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewDefinition:
+    """A published view: ``PROJECT attributes (SELECT where (table))``.
+
+    ``source`` is the path of its published rows; ``None`` means computed from the table's source.
+    """
+
+    name: str
+    attributes: tuple[str, ...]
+    where: Predicate | None = None
+    where_text: str | None = None
+    source: str | None = None
+
+    @property
+    def selection_attributes(self) -> frozenset[str]:
+        """Attributes the selection mentions (may lie outside the projection)."""
+        return frozenset(attributes_of(self.where)) if self.where is not None else frozenset()
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """One configured check: its name and threshold ``k`` (disclosure when fewer than k values)."""
+
+    name: str
+    k: int = 2
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A whole publication: the table, its views and the checks to run on them."""
+
+    name: str
+    table: TableSchema
+    views: tuple[ViewDefinition, ...]
+    checks: tuple[CheckConfig, ...] = (CheckConfig("linkage"),)
+    path: str | None = None
+
+    def view(self, name: str) -> ViewDefinition:
+        """The view called ``name`` (KeyError if none)."""
+        for view in self.views:
+            if view.name == name:
+                return view
+        raise KeyError(name)
+
+    def check_config(self, name: str) -> CheckConfig | None:
+        """The configuration of check ``name``, if the topology lists it."""
+        for config in self.checks:
+            if config.name == name:
+                return config
+        return None
