@@ -104,3 +104,21 @@ def build_join_tree(relations: Mapping[str, pl.DataFrame]) -> JoinTree:
     if not nx.is_connected(tree):
         raise ValueError("the relations do not form a connected schema")
     return JoinTree(nodes, tree, merged)
+
+
+def reduce_bottom_up(plan: JoinTree, root: str) -> dict[str, pl.DataFrame]:
+    """Yannakakis' upward pass: each node semi-joined with its reduced subtrees, leaves first.
+
+    Afterwards every tuple of a node extends to a join of its whole subtree; at the root, to a full
+    join tuple. O(sum of relation sizes) with hash semi-joins.
+    """
+    reduced: dict[str, pl.DataFrame] = {}
+    order = list(nx.dfs_postorder_nodes(plan.tree, root))
+    parents = dict(nx.bfs_predecessors(plan.tree, root))
+    for node in order:
+        frame = plan.relations[node]
+        for child in plan.tree.neighbors(node):
+            if parents.get(child) == node:
+                frame = frame.join(reduced[child], on=plan.separator(node, child), how="semi")
+        reduced[node] = frame
+    return reduced

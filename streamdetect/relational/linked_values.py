@@ -20,22 +20,12 @@ from collections.abc import Mapping
 import networkx as nx
 import polars as pl
 
-from streamdetect.relational.join_tree import JoinTree, build_join_tree
+from streamdetect.relational.join_tree import build_join_tree, reduce_bottom_up
 
 
 def cap_per_key(frame: pl.DataFrame, keys: list[str], k: int) -> pl.DataFrame:
     """Distinct rows of ``frame``, at most ``k`` per value of ``keys``. O(n)."""
     return frame.unique().group_by(keys, maintain_order=False).head(k)
-
-
-def _reduce(plan: JoinTree, node: str, parent: str | None, reduced: dict[str, pl.DataFrame]) -> None:
-    frame = plan.relations[node]
-    for child in plan.tree.neighbors(node):
-        if child == parent:
-            continue
-        _reduce(plan, child, node, reduced)
-        frame = frame.join(reduced[child], on=plan.separator(node, child), how="semi")
-    reduced[node] = frame
 
 
 def linked_values(
@@ -61,8 +51,7 @@ def linked_values(
             (name for name, frame in plan.relations.items() if target in frame.columns),
             key=lambda name: (distance[name], name),
         )
-    reduced: dict[str, pl.DataFrame] = {}
-    _reduce(plan, root, None, reduced)
+    reduced = reduce_bottom_up(plan, root)
     path = nx.shortest_path(plan.tree, holder, root)
     message: pl.DataFrame | None = None
     for position, node in enumerate(path):

@@ -1,0 +1,1 @@
+"""Edge: the command line (click + rich)."""

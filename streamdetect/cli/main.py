@@ -1,0 +1,134 @@
+"""The ``streamdetect`` command: ``check``, ``closure`` and ``bench``.
+
+Exit codes: 0 nothing found, 1 findings, 2 bad input (one message naming the file, the key path and
+what is wrong, on stderr; never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from streamdetect.engine import CHECKS, run_checks
+from streamdetect.errors import StreamdetectError
+from streamdetect.io.sources import load_views
+from streamdetect.io.topology_file import load_topology
+from streamdetect.relational.universal import channel_sizes, universal_relation
+from streamdetect.reporting.console import progress_bars, render_report
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_BAD_INPUT = 2
+
+
+def fail_cleanly(function: F) -> F:
+    """Turn streamdetect's input errors into one line on stderr and exit code 2."""
+
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except StreamdetectError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="streamdetect")
+def cli() -> None:
+    """Detect privacy disclosure across the views of one private table."""
+
+
+@cli.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/report-format.md).")
+@click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Run only this check (repeatable).")
+@click.option("--k", type=click.IntRange(min=2), help="Override every check's threshold k.")
+@click.option("--max-level", type=click.IntRange(min=1), help="Stop the closure at this many views per channel.")
+@click.option("--limit", default=20, show_default=True, help="Findings shown per channel (human output).")
+@fail_cleanly
+def check(
+    topology: Path, as_json: bool, checks: tuple[str, ...], k: int | None, max_level: int | None, limit: int
+) -> None:
+    """Check TOPOLOGY's views; exit 0 when nothing is found, 1 when something is, 2 on bad input."""
+    model = load_topology(topology)
+    views = load_views(model)
+    err = Console(stderr=True)
+    with progress_bars(err) as progress:
+        report = run_checks(model, views, checks=checks or None, k=k, max_level=max_level, progress=progress)
+    if as_json:
+        click.echo(report.to_json())
+    else:
+        render_report(Console(), report, limit=limit)
+    sys.exit(report.exit_code)
+
+
+@cli.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the channels as JSON.")
+@click.option("--max-level", type=click.IntRange(min=1), help="Stop the closure at this many views per channel.")
+@click.option(
+    "--universal",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the merged universal-relation stream (every joined view over the union schema) to this Parquet file.",
+)
+@click.option("--max-rows", default=100_000, show_default=True, help="Rows per channel in --universal.")
+@fail_cleanly
+def closure(topology: Path, as_json: bool, max_level: int | None, universal: Path | None, max_rows: int) -> None:
+    """List TOPOLOGY's channels (connected sets of views) by level, with schemas and exact row counts."""
+    model = load_topology(topology)
+    views = load_views(model)
+    levels = channel_sizes(model.views, views, model.table.attributes, max_level)
+    if as_json:
+        document = [
+            {
+                "level": size.channel.level,
+                "views": list(size.channel.views),
+                "attributes": list(size.channel.attributes),
+                "rows": int(size.rows) if size.exact else size.rows,
+                "exact": size.exact,
+            }
+            for level in levels
+            for size in level
+        ]
+        click.echo(json.dumps(document))
+    else:
+        console = Console()
+        for number, level in enumerate(levels, start=1):
+            table = Table(title=f"level {number}: {len(level)} channel(s)", title_justify="left")
+            table.add_column("views")
+            table.add_column("schema")
+            table.add_column("rows", justify="right")
+            for size in level:
+                rows = f"{int(size.rows):,}" if size.exact else f"~{size.rows:.3g} (approximate)"
+                table.add_row(size.channel.label, ", ".join(size.channel.attributes), rows)
+            console.print(table)
+    if universal is not None:
+        merged = universal_relation(model.views, views, model.table.attributes, max_rows, max_level)
+        universal.parent.mkdir(parents=True, exist_ok=True)
+        merged.write_parquet(universal)
+        click.echo(f"wrote {merged.height:,} rows to {universal} (at most {max_rows:,} per channel)", err=True)
+
+
+def _register_bench() -> None:
+    from streamdetect.cli.bench import bench
+
+    cli.add_command(bench)
+
+
+_register_bench()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

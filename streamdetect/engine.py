@@ -1,0 +1,103 @@
+"""Run a topology's checks over its views' rows and gather a :class:`Report`. Pure: frames in, report out.
+
+The batch ``check`` and the streaming worker share this code: both build the checks here and feed rows
+through their ``update``; a batch run is one update with every row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from streamdetect.checks.findings import LinkageFinding
+from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.model.topology import Topology
+
+Finding = LinkageFinding
+#: Checks this version runs, in report order.
+CHECKS: tuple[str, ...] = ("linkage",)
+ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """What one check examined: its threshold, how many channels and (channel, E, S) tasks."""
+
+    name: str
+    k: int
+    channels: int
+    tasks: int
+    findings: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """The findings of a run, typed, with the summary of each check.
+
+    ``exit_code`` is what the CLI returns: 0 when nothing is found, 1 when something is.
+    """
+
+    topology: str
+    checks: tuple[CheckSummary, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.findings else 0
+
+    def by_level(self) -> dict[int, int]:
+        """Number of findings per minimal level."""
+        levels: dict[int, int] = {}
+        for finding in self.findings:
+            levels[finding.level] = levels.get(finding.level, 0) + 1
+        return dict(sorted(levels.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of docs/report-format.md."""
+        return {
+            "topology": self.topology,
+            "checks": [summary.__dict__ for summary in self.checks],
+            "summary": {
+                "findings": len(self.findings),
+                "by_level": {str(level): count for level, count in self.by_level().items()},
+            },
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """One JSON object (docs/report-format.md)."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+def run_checks(
+    topology: Topology,
+    views: Mapping[str, pl.DataFrame],
+    checks: Sequence[str] | None = None,
+    k: int | None = None,
+    max_level: int | None = None,
+    progress: ProgressFactory | None = None,
+) -> Report:
+    """Run ``checks`` (default: those the topology lists) over the views' rows.
+
+    ``k`` overrides every check's threshold; ``progress(name, total)`` returns a callback
+    ``(done, total)`` for a progress bar.
+    """
+    names = list(checks) if checks else [config.name for config in topology.checks]
+    unknown = [name for name in names if name not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; this version runs {', '.join(CHECKS)}")
+    summaries: list[CheckSummary] = []
+    findings: list[Finding] = []
+    for name in names:
+        check = LinkageCheck.from_topology(topology, k=k, max_level=max_level)
+        total = sum(1 for view in views for task in check.tasks if view in task.channel.views)
+        callback = progress(name, total) if progress is not None else None
+        found = run_linkage(check, views, callback)
+        channels = sum(len(level) for level in check.levels)
+        summaries.append(CheckSummary(name, check.k, channels, len(check.tasks), len(found)))
+        findings.extend(found)
+    return Report(topology.name, tuple(summaries), tuple(findings))

@@ -1,0 +1,1 @@
+"""Edge: render reports for people (rich) and progress bars."""

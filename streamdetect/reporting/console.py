@@ -1,0 +1,90 @@
+"""Human output of a report: one rich table per check, findings grouped by channel, a summary line."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from streamdetect.checks.findings import LinkageFinding, json_scalar
+from streamdetect.engine import Report
+
+
+def _value(value: object) -> str:
+    return str(json_scalar(value))  # type: ignore[arg-type]
+
+
+def render_report(console: Console, report: Report, limit: int = 20) -> None:
+    """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel."""
+    for summary in report.checks:
+        findings = [f for f in report.findings if f.check == summary.name]
+        console.print(
+            f"[bold]{summary.name}[/bold] (k = {summary.k}): {summary.channels} channels, "
+            f"{summary.tasks} identifier/sensitive pairs examined"
+        )
+        groups: dict[tuple[str, ...], list[LinkageFinding]] = defaultdict(list)
+        for finding in findings:
+            groups[finding.views].append(finding)
+        for views in sorted(groups, key=lambda v: (len(v), v)):
+            members = groups[views]
+            marks = " [yellow](views with different selections: the join may link rows no table links)[/yellow]"
+            title = f"channel {{{', '.join(views)}}}, level {len(views)}"
+            if any(f.selections_differ for f in members):
+                title += marks
+            table = Table(title=title, title_justify="left", show_lines=False)
+            table.add_column("identifier")
+            table.add_column("value")
+            table.add_column("sensitive")
+            table.add_column("linked values")
+            table.add_column("disclosure")
+            table.add_column("other channels at this level")
+            for finding in members[:limit]:
+                others = len(finding.channels) - 1
+                table.add_row(
+                    finding.identifier_attribute,
+                    _value(finding.identifier_value),
+                    finding.sensitive_attribute,
+                    ", ".join(_value(v) for v in finding.sensitive_values),
+                    "total" if finding.total else "partial",
+                    str(others) if others else "",
+                )
+            console.print(table)
+            if len(members) > limit:
+                console.print(f"  ... and {len(members) - limit} more in this channel (--limit, or --json for all)")
+    levels = ", ".join(f"{count} at level {level}" for level, count in report.by_level().items())
+    if report.findings:
+        console.print(
+            f"[bold red]{len(report.findings)} disclosure(s)[/bold red] ({levels}) in topology "
+            f"{report.topology!r}; exit code 1"
+        )
+    else:
+        console.print(f"[bold green]no disclosure[/bold green] in topology {report.topology!r}; exit code 0")
+
+
+@contextmanager
+def progress_bars(console: Console) -> Iterator[Callable[[str, int], Callable[[int, int], None]]]:
+    """A progress factory for :func:`streamdetect.engine.run_checks`, drawn only on a terminal."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+    def factory(name: str, total: int) -> Callable[[int, int], None]:
+        task = progress.add_task(f"{name}: channel joins", total=total)
+
+        def advance(done: int, _total: int) -> None:
+            progress.update(task, completed=done)
+
+        return advance
+
+    with progress:
+        yield factory
