@@ -32,10 +32,22 @@ import polars as pl
 from streamdetect.checks.findings import LinkageFinding
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.join_tree import SizeCache
 from streamdetect.relational.linked_values import cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
 TaskKey = tuple[tuple[str, ...], str, str]
+
+
+def finding_order(finding: LinkageFinding) -> tuple[object, ...]:
+    """Report order: by minimal level, channel, attributes, then value."""
+    return (
+        finding.level,
+        finding.views,
+        finding.identifier_attribute,
+        finding.sensitive_attribute,
+        str(finding.identifier_value),
+    )
 
 
 @dataclass(frozen=True)
@@ -194,12 +206,13 @@ class LinkageCheck:
             else:
                 state.rows[name] = new
             cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+            sizes: SizeCache = {}
             for task in self.tasks:
                 if name not in task.channel.views:
                     continue
                 done += 1
                 if new.height:
-                    self._apply(state, task, name, new, cache)
+                    self._apply(state, task, name, new, cache, sizes)
                 if progress is not None:
                     progress(done, total)
         after = {finding.id: finding for finding in self.result(state)}
@@ -215,6 +228,7 @@ class LinkageCheck:
         changed: str,
         new_rows: pl.DataFrame,
         cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
+        sizes: SizeCache,
     ) -> None:
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
@@ -225,7 +239,7 @@ class LinkageCheck:
             if cache_key not in cache:
                 cache[cache_key] = source.select(keep).drop_nulls().unique()
             relations[view] = cache[cache_key]
-        found = linked_values(relations, task.identifier, task.sensitive, self.k)
+        found = linked_values(relations, task.identifier, task.sensitive, self.k, sizes)
         if found.is_empty():
             return
         current = state.linked.get(task.key)
@@ -243,7 +257,7 @@ class LinkageCheck:
         for identifier in self.identifiers:
             for sensitive in self.sensitive:
                 findings.extend(self._result_pair(state, identifier, sensitive, order))
-        return findings
+        return sorted(findings, key=finding_order)
 
     def _result_pair(
         self, state: LinkageState, identifier: str, sensitive: str, order: Mapping[tuple[str, ...], int]
@@ -299,6 +313,6 @@ def run_linkage(
 ) -> list[LinkageFinding]:
     """Batch check: one update with every row, then the result (the same code the stream worker runs)."""
     state = check.initialize()
-    check.update(state, views, progress)
-    return check.result(state)
+    # From an empty state every finding of the result is raised by this one update.
+    return sorted(check.update(state, views, progress).raised, key=finding_order)
 

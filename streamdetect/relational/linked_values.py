@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import networkx as nx
 import polars as pl
 
-from streamdetect.relational.join_tree import build_join_tree, reduce_bottom_up
+from streamdetect.relational.join_tree import SizeCache, build_join_tree, reduce_bottom_up
 
 
 def cap_per_key(frame: pl.DataFrame, keys: list[str], k: int) -> pl.DataFrame:
@@ -33,6 +33,7 @@ def linked_values(
     source: str,
     target: str,
     k: int,
+    size_cache: SizeCache | None = None,
 ) -> pl.DataFrame:
     """Frame ``[source, target]``: for each source value in the join, up to ``k`` linked target values.
 
@@ -41,7 +42,7 @@ def linked_values(
     """
     if any(frame.is_empty() for frame in relations.values()):
         return pl.DataFrame(schema={source: _dtype(relations, source), target: _dtype(relations, target)})
-    plan = build_join_tree(relations)
+    plan = build_join_tree(relations, size_cache)
     root = min(name for name, frame in plan.relations.items() if source in frame.columns)
     if target in plan.relations[root].columns:
         holder = root

@@ -1,0 +1,1 @@
+"""Edge: the BP benchmark of Dou & Coulondre (section 4) and timed runs."""

@@ -1,0 +1,106 @@
+"""The BP benchmark of Dou & Coulondre 2012, section 4 and Table 3.
+
+Adult records joined to seeded generated identities (Faker: NationalId, Givenname consistent with
+Adult's sex, Birthday consistent with Adult's age in the 1994 census, Gender, Zipcode, Company, CCType,
+Password) plus Health Condition drawn uniformly from the paper's eight values. Written as Parquet: the
+table and the six views of Table 3, with a topology whose identifiers are NationalId and Givenname and
+whose sensitive attributes are Health Condition and Password.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import yaml
+from faker import Faker
+
+from streamdetect.bench.adult import ADULT_ROWS, adult
+
+HEALTH_CONDITIONS = ("HIV", "Cancer", "Phthisis", "Hepatitis", "Obesity", "Asthma", "Flu", "Indigestion")
+ATTRIBUTES = (
+    "NationalId",
+    "Givenname",
+    "Birthday",
+    "Gender",
+    "Zipcode",
+    "Education",
+    "Company",
+    "CCType",
+    "Password",
+    "Health Condition",
+)
+VIEWS = {
+    "v1": ["NationalId", "Birthday", "Gender"],
+    "v2": ["Givenname", "Zipcode", "Education"],
+    "v3": ["Zipcode", "Company", "CCType"],
+    "v4": ["Gender", "CCType", "Password"],
+    "v5": ["Birthday", "Zipcode", "Health Condition"],
+    "v6": ["Givenname", "CCType", "Birthday"],
+}
+_CENSUS = dt.date(1994, 7, 1)
+_COMPANIES = 20_000
+
+
+def generate_bp(
+    rows: int = ADULT_ROWS, seed: int = 0, adult_source: str = "auto", progress: Callable[[int], None] | None = None
+) -> tuple[pl.DataFrame, str]:
+    """The BP table (``rows`` rows) and which Adult source fed it (``real`` or ``synthetic``)."""
+    records, source = adult(rows, seed, adult_source)
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+    companies = [fake.company() for _ in range(_COMPANIES)]
+    national_ids: set[str] = set()
+    columns: dict[str, list[object]] = {name: [] for name in ATTRIBUTES}
+    for i, (age, sex, education) in enumerate(records.select("age", "sex", "education").iter_rows()):
+        male = sex == "Male"
+        national_id = fake.ssn()
+        while national_id in national_ids:
+            national_id = fake.ssn()
+        national_ids.add(national_id)
+        birth_year_end = _CENSUS - dt.timedelta(days=round(365.25 * age))
+        columns["NationalId"].append(national_id)
+        columns["Givenname"].append(fake.first_name_male() if male else fake.first_name_female())
+        columns["Birthday"].append(birth_year_end - dt.timedelta(days=rng.randrange(365)))
+        columns["Gender"].append("male" if male else "female")
+        columns["Zipcode"].append(fake.zipcode())
+        columns["Education"].append(education)
+        columns["Company"].append(rng.choice(companies))
+        columns["CCType"].append(fake.credit_card_provider())
+        columns["Password"].append(fake.password(length=rng.randint(8, 12)))
+        columns["Health Condition"].append(HEALTH_CONDITIONS[rng.randrange(len(HEALTH_CONDITIONS))])
+        if progress is not None and i % 5000 == 4999:
+            progress(i + 1)
+    table = pl.DataFrame(columns, schema={name: (pl.Date if name == "Birthday" else pl.String) for name in ATTRIBUTES})
+    return table, source
+
+
+def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
+    """Write the table, its six views (Parquet) and ``bp.yaml``; return the topology's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.write_parquet(out_dir / "bp.parquet")
+    for view, attributes in VIEWS.items():
+        table.select(attributes).write_parquet(out_dir / f"{view}.parquet")
+    topology = {
+        "name": name,
+        "table": {
+            "name": "BP",
+            "attributes": {a: ("date" if a == "Birthday" else "str") for a in ATTRIBUTES},
+            "identifiers": ["NationalId", "Givenname"],
+            "sensitive": ["Health Condition", "Password"],
+            "quasi_identifiers": ["Birthday", "Gender", "Zipcode"],
+            "source": "bp.parquet",
+        },
+        "views": [
+            {"name": view, "attributes": attributes, "source": f"{view}.parquet"} for view, attributes in VIEWS.items()
+        ],
+        "checks": {"linkage": {"k": 2}},
+    }
+    path = out_dir / "bp.yaml"
+    header = "# The BP benchmark of Dou & Coulondre 2012 (section 4, Table 3), written by `streamdetect bench generate bp`.\n"
+    path.write_text(header + yaml.safe_dump(topology, sort_keys=False))
+    return path
