@@ -2,8 +2,8 @@
 
 Used to write the paper's merged universal-relation stream (Dou & Coulondre, section 3.3) for
 inspection. After Yannakakis' upward reduction every partial join row extends to at least one full
-row, so rows can be taken root-first: each join step keeps only the prefix of partial rows whose
-fan-out fits under the cap.
+row, so rows can be taken root-first: each join step keeps only the shortest prefix of partial rows
+whose fan-out reaches the cap.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def materialise(relations: Mapping[str, pl.DataFrame], limit: int) -> pl.DataFra
         on = plan.separator(child, parent)
         fan_out = reduced[child].group_by(on).len(name="\0fan")
         sizes = partial.join(fan_out, on=on, how="left", maintain_order="left").get_column("\0fan")
-        keep = max(1, int((sizes.cum_sum() <= limit).sum()))
+        # The shortest prefix whose fan-out reaches the cap: at most limit + one fan-out rows joined.
+        keep = min(partial.height, int((sizes.cum_sum() < limit).sum()) + 1)
         partial = partial.head(keep).join(reduced[child], on=on).head(limit)
     return partial

@@ -1,0 +1,5 @@
+"""``python -m streamdetect`` runs the CLI."""
+
+from streamdetect.cli.main import main
+
+main()

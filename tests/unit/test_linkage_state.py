@@ -1,0 +1,69 @@
+"""Explicit state of the linkage check: serialization, versions, raise and clear."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from streamdetect.checks.linkage import LinkageCheck, LinkageState
+from streamdetect.model.topology import ViewDefinition
+
+
+def _check(k: int = 2) -> LinkageCheck:
+    return LinkageCheck(
+        views=(ViewDefinition("v1", ("SSN", "Job")), ViewDefinition("v2", ("Job", "Disease"))),
+        identifiers=("SSN",),
+        sensitive=("Disease",),
+        attribute_order=("SSN", "Job", "Disease"),
+        k=k,
+    )
+
+
+def test_a_finding_is_raised_then_cleared_when_a_second_value_arrives() -> None:
+    check = _check()
+    state = check.initialize()
+    first = check.update(state, {"v1": pl.DataFrame({"SSN": ["1"], "Job": ["Dancer"]})})
+    assert first.raised == () and first.cleared == ()
+    second = check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["Flu"]})})
+    assert [(f.identifier_value, f.sensitive_values, f.views) for f in second.raised] == [
+        ("1", ("Flu",), ("v1", "v2"))
+    ]
+    third = check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["HD"]})})
+    assert third.raised == ()
+    assert [f.id for f in third.cleared] == [f.id for f in second.raised]
+    # A replayed batch changes nothing.
+    again = check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["HD"]})})
+    assert again.raised == () and again.cleared == ()
+
+
+def test_state_round_trips_through_bytes_and_refuses_other_versions() -> None:
+    check = _check()
+    state = check.initialize()
+    check.update(
+        state,
+        {
+            "v1": pl.DataFrame({"SSN": ["1", "2"], "Job": ["Dancer", "Clerk"]}),
+            "v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["Flu"]}),
+        },
+    )
+    restored = LinkageState.from_bytes(state.to_bytes())
+    assert [f.id for f in check.result(restored)] == [f.id for f in check.result(state)]
+    with pytest.raises(ValueError, match="version"):
+        LinkageState.from_bytes(b'{"version": 99, "rows": {}, "linked": []}')
+
+
+def test_finding_ids_are_stable_hashes_of_content() -> None:
+    check = _check()
+    views = {
+        "v1": pl.DataFrame({"SSN": ["1"], "Job": ["Dancer"]}),
+        "v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["Flu"]}),
+    }
+    first = check.update(check.initialize(), views).raised
+    second = check.update(check.initialize(), views).raised
+    assert [f.id for f in first] == [f.id for f in second]
+    assert len(first[0].id) == 16
+
+
+def test_unknown_view_in_a_batch_is_refused() -> None:
+    with pytest.raises(KeyError):
+        _check().update(LinkageState(), {"v9": pl.DataFrame({"x": [1]})})
