@@ -30,6 +30,7 @@ def load_topology(path: str | Path) -> Topology:
 def check(
     topology: Topology,
     views: Mapping[str, pl.DataFrame] | None = None,
+    *,
     checks: Sequence[str] | None = None,
     k: int | None = None,
     max_level: int | None = None,

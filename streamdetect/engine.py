@@ -76,6 +76,7 @@ class Report:
 def run_checks(
     topology: Topology,
     views: Mapping[str, pl.DataFrame],
+    *,
     checks: Sequence[str] | None = None,
     k: int | None = None,
     max_level: int | None = None,

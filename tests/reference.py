@@ -74,9 +74,7 @@ def linkage_reference(
                     linked.setdefault((e, value, s), {})[members] = values
     findings = set()
     for (e, value, s), by_channel in linked.items():
-        disclosing = sorted(
-            (len(members), members) for members, values in by_channel.items() if len(values) < k
-        )
+        disclosing = sorted((len(members), members) for members, values in by_channel.items() if len(values) < k)
         if not disclosing:
             continue
         level = disclosing[0][0]

@@ -101,6 +101,9 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
         "checks": {"linkage": {"k": 2}},
     }
     path = out_dir / "bp.yaml"
-    header = "# The BP benchmark of Dou & Coulondre 2012 (section 4, Table 3), written by `streamdetect bench generate bp`.\n"
+    header = (
+        "# The BP benchmark of Dou & Coulondre 2012 (section 4, Table 3), "
+        "written by `streamdetect bench generate bp`.\n"
+    )
     path.write_text(header + yaml.safe_dump(topology, sort_keys=False))
     return path

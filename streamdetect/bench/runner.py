@@ -11,6 +11,7 @@ import resource
 import time
 from typing import Any
 
+from streamdetect.checks.linkage import LinkageCheck
 from streamdetect.engine import run_checks
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
@@ -40,14 +41,13 @@ def timed_run(topology_path: str, k: int | None, duckdb_timeout: float | None) -
         "tasks": sum(summary.tasks for summary in report.checks),
     }
     if duckdb_timeout is not None:
-        from streamdetect.bench.duckdb_baseline import run_baseline
-        from streamdetect.checks.linkage import LinkageCheck
+        # DuckDB is a bench-only extra: imported only when the baseline is asked for.
+        from streamdetect.bench.duckdb_baseline import run_baseline  # noqa: PLC0415
 
         check = LinkageCheck.from_topology(topology, k=k)
         baseline = run_baseline(check, views, timeout=duckdb_timeout)
         ours = {
-            (f.identifier_attribute, str(f.identifier_value), f.sensitive_attribute, f.level)
-            for f in report.findings
+            (f.identifier_attribute, str(f.identifier_value), f.sensitive_attribute, f.level) for f in report.findings
         }
         outcome["duckdb"] = {
             "seconds": baseline.seconds,

@@ -25,7 +25,6 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import polars as pl
 
@@ -212,7 +211,7 @@ class LinkageCheck:
                     continue
                 done += 1
                 if new.height:
-                    self._apply(state, task, name, new, cache, sizes)
+                    self._apply(state, task=task, changed=name, new_rows=new, cache=cache, sizes=sizes)
                 if progress is not None:
                     progress(done, total)
         after = {finding.id: finding for finding in self.result(state)}
@@ -224,6 +223,7 @@ class LinkageCheck:
     def _apply(
         self,
         state: LinkageState,
+        *,
         task: LinkageTask,
         changed: str,
         new_rows: pl.DataFrame,
@@ -315,4 +315,3 @@ def run_linkage(
     state = check.initialize()
     # From an empty state every finding of the result is raised by this one update.
     return sorted(check.update(state, views, progress).raised, key=finding_order)
-

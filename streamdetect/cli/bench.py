@@ -88,7 +88,12 @@ def run_command(
     table = Table(title=f"streamdetect bench run {topology} ({repeat} runs, fresh process each)", title_justify="left")
     for column in ("", "median", "runs"):
         table.add_column(column)
-    for key, label in (("wall_s", "wall (s)"), ("check_s", "check (s)"), ("load_s", "load (s)"), ("peak_mb", "peak RSS (MB)")):
+    for key, label in (
+        ("wall_s", "wall (s)"),
+        ("check_s", "check (s)"),
+        ("load_s", "load (s)"),
+        ("peak_mb", "peak RSS (MB)"),
+    ):
         table.add_row(label, f"{median[key]:.2f}", ", ".join(f"{run[key]:.2f}" for run in runs))
     console.print(table)
     first = runs[0]

@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from streamdetect.cli.bench import bench
 from streamdetect.engine import CHECKS, run_checks
 from streamdetect.errors import StreamdetectError
 from streamdetect.io.sources import load_views
@@ -120,13 +121,7 @@ def closure(topology: Path, as_json: bool, max_level: int | None, universal: Pat
         click.echo(f"wrote {merged.height:,} rows to {universal} (at most {max_rows:,} per channel)", err=True)
 
 
-def _register_bench() -> None:
-    from streamdetect.cli.bench import bench
-
-    cli.add_command(bench)
-
-
-_register_bench()
+cli.add_command(bench)
 
 
 def main() -> None:

@@ -123,9 +123,10 @@ def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
         dtypes[attribute] = _DTYPES[declared] if declared is not None else _infer(raw, attribute)
     typed: dict[str, pl.DataFrame] = {}
     for path, frame in raw:
+        converted = frame
         for column in frame.columns:
-            frame = _cast(frame, column, dtypes[column], path)
-        typed[path] = frame
+            converted = _cast(converted, column, dtypes[column], path)
+        typed[path] = converted
     views: dict[str, pl.DataFrame] = {}
     for i, view in enumerate(topology.views):
         if view.where is not None:
@@ -136,7 +137,8 @@ def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
         if view.source is not None:
             views[view.name] = typed[view.source]
             continue
-        assert table.source is not None and table_frame is not None  # the loader guarantees it
+        assert table.source is not None
+        assert table_frame is not None
         base = typed[table.source]
         if view.where is not None:
             base = base.filter(to_polars(view.where, dtypes))

@@ -88,7 +88,7 @@ class _Context:
                 raise self.fail(f"{key}[{i}]", f"unknown attribute {name!r}; the table has {', '.join(attributes)}")
 
 
-def _kind(value: Any) -> str:
+def _kind(value: Any) -> str:  # noqa: PLR0911 -- one short answer per YAML kind
     if value is None:
         return "nothing"
     if isinstance(value, str):
@@ -238,9 +238,9 @@ def _checks(ctx: _Context, raw: Any) -> tuple[CheckConfig, ...]:
         key = f"checks.{name}"
         if name not in SUPPORTED_CHECKS:
             raise ctx.fail(key, f"unknown check; this version supports {', '.join(SUPPORTED_CHECKS)}")
-        options = {} if options is None else ctx.mapping(options, key)
-        ctx.known_keys(options, {"k"}, key)
-        k = options.get("k", SUPPORTED_CHECKS[name])
+        settings = {} if options is None else ctx.mapping(options, key)
+        ctx.known_keys(settings, {"k"}, key)
+        k = settings.get("k", SUPPORTED_CHECKS[name])
         if not isinstance(k, int) or isinstance(k, bool) or k < 2:
             raise ctx.fail(f"{key}.k", f"expected a whole number of at least 2, found {_kind(k)}")
         configs.append(CheckConfig(name, k))

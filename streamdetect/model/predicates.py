@@ -117,7 +117,7 @@ class _ToAst(Transformer[Token, Predicate]):
     def membership(self, attribute: str, *rest: Token | Scalar) -> Membership:
         negated = bool(rest) and isinstance(rest[0], Token) and rest[0].type == "NEGATED"
         values = tuple(v for v in rest if not (isinstance(v, Token) and v.type == "NEGATED"))
-        return Membership(attribute, values, negated)  # type: ignore[arg-type]
+        return Membership(attribute, values, negated)
 
     def not_(self, operand: Predicate) -> Not:
         return Not(operand)
@@ -140,8 +140,9 @@ def parse_predicate(text: str) -> Predicate:
     Linear in the length of ``text`` (LALR). Raises :class:`PredicateError` with the position of the
     first unexpected character or token.
 
-    >>> parse_predicate("Sex IN ('F', 'M') AND NOT \\"Health Condition\\" = 'HIV'")
-    And(operands=(Membership(attribute='Sex', values=('F', 'M'), negated=False), Not(operand=Comparison(attribute='Health Condition', operator='=', value='HIV'))))
+    >>> parse_predicate("Sex IN ('F', 'M') AND NOT \\"Health Condition\\" = 'HIV'")  # doctest: +NORMALIZE_WHITESPACE
+    And(operands=(Membership(attribute='Sex', values=('F', 'M'), negated=False),
+                  Not(operand=Comparison(attribute='Health Condition', operator='=', value='HIV'))))
     """
     if not text or not text.strip():
         raise PredicateError("empty expression")
@@ -202,7 +203,7 @@ def _literal_expr(attribute: str, value: Scalar, dtypes: Mapping[str, pl.DataTyp
     return pl.lit(value)
 
 
-def to_polars(predicate: Predicate, dtypes: Mapping[str, pl.DataType] | None = None) -> pl.Expr:
+def to_polars(predicate: Predicate, dtypes: Mapping[str, pl.DataType] | None = None) -> pl.Expr:  # noqa: PLR0911
     """Compile the AST to a polars boolean expression (SQL semantics: null is not selected)."""
     types: Mapping[str, pl.DataType] = dtypes or {}
     if isinstance(predicate, Comparison):

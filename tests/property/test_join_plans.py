@@ -29,14 +29,20 @@ def relations(draw: st.DrawFn) -> tuple[dict[str, tuple[str, ...]], dict[str, li
     schemas = draw(SCHEMAS)
     assert connected(schemas, tuple(schemas))
     rows = {
-        name: draw(st.lists(st.fixed_dictionaries({a: st.integers(0, 3) for a in schema}), max_size=10, unique_by=lambda r: tuple(sorted(r.items()))))
+        name: draw(
+            st.lists(
+                st.fixed_dictionaries({a: st.integers(0, 3) for a in schema}),
+                max_size=10,
+                unique_by=lambda r: tuple(sorted(r.items())),
+            )
+        )
         for name, schema in schemas.items()
     }
     return schemas, rows
 
 
 def _frames(schemas: dict[str, tuple[str, ...]], rows: dict[str, list[dict[str, Any]]]) -> dict[str, pl.DataFrame]:
-    return {name: pl.DataFrame(rows[name], schema={a: pl.Int64 for a in schema}) for name, schema in schemas.items()}
+    return {name: pl.DataFrame(rows[name], schema=dict.fromkeys(schema, pl.Int64)) for name, schema in schemas.items()}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

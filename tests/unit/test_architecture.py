@@ -26,7 +26,17 @@ FORBIDDEN_MODULES = (
     "streamdetect.stream",
     "streamdetect.api",
 )
-FORBIDDEN_CALLS = {"open", "read_csv", "read_parquet", "write_csv", "write_parquet", "scan_csv", "scan_parquet", "eval", "exec"}
+FORBIDDEN_CALLS = {
+    "open",
+    "read_csv",
+    "read_parquet",
+    "write_csv",
+    "write_parquet",
+    "scan_csv",
+    "scan_parquet",
+    "eval",
+    "exec",
+}
 
 
 def _core_files() -> list[Path]:

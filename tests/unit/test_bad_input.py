@@ -83,7 +83,7 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
         ),
         pytest.param(
             GOOD_TABLE
-            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    where: \"Job = \"\n"
+            + 'views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    where: "Job = "\n'
             + "    source: v1.csv\n",
             {"v1.csv": V1},
             ["views[0].where", "syntax error"],
@@ -142,28 +142,34 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
             id="no-source-at-all",
         ),
         pytest.param(
-            GOOD_TABLE.replace("attributes: [SSN, Name, Job, Disease]", "attributes: {SSN: int, Name: str, Job: str, Disease: str}")
+            GOOD_TABLE.replace(
+                "attributes: [SSN, Name, Job, Disease]", "attributes: {SSN: int, Name: str, Job: str, Disease: str}"
+            )
             + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n",
             {"v1.csv": "SSN,Job,Disease\n1,Dancer,Flu\nabc,Clerk,HD\n"},
             ["v1.csv", "column 'SSN', row 2", "'abc'", "Int64"],
             id="value-of-wrong-type",
         ),
         pytest.param(
-            GOOD_TABLE + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
+            GOOD_TABLE
+            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
             + "checks:\n  linkage: {k: 1}\n",
             {"v1.csv": V1},
             ["checks.linkage.k", "at least 2"],
             id="bad-k",
         ),
         pytest.param(
-            GOOD_TABLE + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
+            GOOD_TABLE
+            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
             + "checks:\n  linkagee: {}\n",
             {"v1.csv": V1},
             ["checks.linkagee", "unknown check"],
             id="unknown-check",
         ),
         pytest.param(
-            GOOD_TABLE.replace("sensitive: [Disease]", "sensitive: [Disease]\n  functional_dependencies: ['SSN => Name']")
+            GOOD_TABLE.replace(
+                "sensitive: [Disease]", "sensitive: [Disease]\n  functional_dependencies: ['SSN => Name']"
+            )
             + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n",
             {"v1.csv": V1},
             ["table.functional_dependencies[0]", "expected 'A, B -> C'"],

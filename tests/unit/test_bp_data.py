@@ -14,13 +14,15 @@ from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
 
 DATA = [
-    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K",
+    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, "
+    "United-States, <=50K",
     "38, Private, 215646, HS-grad, 9, Divorced, ?, Not-in-family, White, Male, 0, 0, 40, United-States, <=50K",
     "",
 ]
 TEST = [
     "|1x3 Cross validator",
-    "25, Private, 226802, 11th, 7, Never-married, Machine-op-inspct, Own-child, Black, Female, 0, 0, 40, United-States, <=50K.",
+    "25, Private, 226802, 11th, 7, Never-married, Machine-op-inspct, Own-child, Black, Female, 0, 0, 40, "
+    "United-States, <=50K.",
 ]
 
 

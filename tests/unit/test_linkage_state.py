@@ -23,17 +23,17 @@ def test_a_finding_is_raised_then_cleared_when_a_second_value_arrives() -> None:
     check = _check()
     state = check.initialize()
     first = check.update(state, {"v1": pl.DataFrame({"SSN": ["1"], "Job": ["Dancer"]})})
-    assert first.raised == () and first.cleared == ()
+    assert first.raised == ()
+    assert first.cleared == ()
     second = check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["Flu"]})})
-    assert [(f.identifier_value, f.sensitive_values, f.views) for f in second.raised] == [
-        ("1", ("Flu",), ("v1", "v2"))
-    ]
+    assert [(f.identifier_value, f.sensitive_values, f.views) for f in second.raised] == [("1", ("Flu",), ("v1", "v2"))]
     third = check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["HD"]})})
     assert third.raised == ()
     assert [f.id for f in third.cleared] == [f.id for f in second.raised]
     # A replayed batch changes nothing.
     again = check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer"], "Disease": ["HD"]})})
-    assert again.raised == () and again.cleared == ()
+    assert again.raised == ()
+    assert again.cleared == ()
 
 
 def test_state_round_trips_through_bytes_and_refuses_other_versions() -> None:

@@ -41,7 +41,19 @@ def test_quoted_names_escapes_numbers_and_precedence() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "a =", "a = 1 AND", "a == 1", "(a = 1", "a IN ()", "a = b", "__import__('os')", "a = 1; b = 2", "1 = a"],
+    [
+        "",
+        "   ",
+        "a =",
+        "a = 1 AND",
+        "a == 1",
+        "(a = 1",
+        "a IN ()",
+        "a = b",
+        "__import__('os')",
+        "a = 1; b = 2",
+        "1 = a",
+    ],
 )
 def test_malformed_expressions_are_rejected(text: str) -> None:
     with pytest.raises(PredicateError):
