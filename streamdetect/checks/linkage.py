@@ -31,7 +31,6 @@ import polars as pl
 from streamdetect.checks.findings import LinkageFinding
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
-from streamdetect.relational.join_tree import SizeCache
 from streamdetect.relational.linked_values import cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
@@ -205,13 +204,12 @@ class LinkageCheck:
             else:
                 state.rows[name] = new
             cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
-            sizes: SizeCache = {}
             for task in self.tasks:
                 if name not in task.channel.views:
                     continue
                 done += 1
                 if new.height:
-                    self._apply(state, task=task, changed=name, new_rows=new, cache=cache, sizes=sizes)
+                    self._apply(state, task=task, changed=name, new_rows=new, cache=cache)
                 if progress is not None:
                     progress(done, total)
         after = {finding.id: finding for finding in self.result(state)}
@@ -228,7 +226,6 @@ class LinkageCheck:
         changed: str,
         new_rows: pl.DataFrame,
         cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
-        sizes: SizeCache,
     ) -> None:
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
@@ -239,12 +236,14 @@ class LinkageCheck:
             if cache_key not in cache:
                 cache[cache_key] = source.select(keep).drop_nulls().unique()
             relations[view] = cache[cache_key]
-        found = linked_values(relations, task.identifier, task.sensitive, self.k, sizes)
+        found = linked_values(relations, task.identifier, task.sensitive, self.k)
         if found.is_empty():
             return
         current = state.linked.get(task.key)
-        combined = found if current is None else pl.concat([current, found])
-        state.linked[task.key] = cap_per_key(combined, [task.identifier], self.k)
+        # linked_values already caps; only a union with earlier sets needs capping again.
+        state.linked[task.key] = (
+            found if current is None else cap_per_key(pl.concat([current, found]), [task.identifier], self.k)
+        )
 
     def merge(self, state: LinkageState, other: LinkageState) -> LinkageDelta:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
@@ -269,10 +268,12 @@ class LinkageCheck:
             frame = state.linked.get(task.key)
             if frame is None or frame.is_empty():
                 continue
+            # Count first, gather value lists only for the few identifier values below k.
+            below = frame.group_by(identifier).len().filter(pl.col("len") < self.k).select(identifier)
             parts.append(
-                frame.group_by(identifier)
+                frame.join(below, on=identifier, how="semi")
+                .group_by(identifier)
                 .agg(pl.col(sensitive).sort().alias("_values"))
-                .filter(pl.col("_values").list.len() < self.k)
                 .with_columns(
                     pl.lit(task.channel.level).alias("_level"),
                     pl.lit(order[task.channel.views]).alias("_channel"),

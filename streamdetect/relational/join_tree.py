@@ -65,16 +65,12 @@ def join_size(left: pl.DataFrame, right: pl.DataFrame) -> int:
     return int(total or 0)
 
 
-SizeCache = dict[tuple[object, ...], int]
-
-
-def build_join_tree(relations: Mapping[str, pl.DataFrame], size_cache: SizeCache | None = None) -> JoinTree:
+def build_join_tree(relations: Mapping[str, pl.DataFrame]) -> JoinTree:
     """Make the schema acyclic by merging the cheapest cyclic pairs, then return a join tree.
 
     Exact: the natural join of the result equals that of the input. Cost: GYO is polynomial in the
     number of relations; each merge costs its join's size, chosen smallest among the core's pairs.
-    The input relations must form a connected schema. ``size_cache`` memoises pair sizes across calls
-    that share relations (keyed by node name, columns and height: callers keep names unique per frame).
+    The input relations must form a connected schema.
     """
     nodes: dict[str, pl.DataFrame] = dict(relations)
     merged: dict[str, tuple[str, ...]] = {name: (name,) for name in nodes}
@@ -86,12 +82,7 @@ def build_join_tree(relations: Mapping[str, pl.DataFrame], size_cache: SizeCache
         for i, left in enumerate(core):
             for right in core[i + 1 :]:
                 if set(nodes[left].columns) & set(nodes[right].columns):
-                    key = (left, *nodes[left].columns, nodes[left].height, right, *nodes[right].columns)
-                    size = size_cache.get(key) if size_cache is not None else None
-                    if size is None:
-                        size = join_size(nodes[left], nodes[right])
-                        if size_cache is not None:
-                            size_cache[key] = size
+                    size = join_size(nodes[left], nodes[right])
                     if best is None or size < best[0]:
                         best = (size, left, right)
         assert best is not None, "a cyclic core always has two relations that share attributes"
