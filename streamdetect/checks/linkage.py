@@ -31,10 +31,17 @@ import polars as pl
 from streamdetect.checks.findings import LinkageFinding
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.dictionary import Dictionaries, decode, decode_frame
+from streamdetect.relational.dictionary import encode as encode_values
 from streamdetect.relational.linked_values import cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
 TaskKey = tuple[tuple[str, ...], str, str]
+
+
+def _sort_key(value: object) -> tuple[str, str]:
+    # Values of one column share a type; the type name only keeps mixed test data comparable.
+    return (type(value).__name__, str(value) if not isinstance(value, (int, float)) else f"{value:020.6f}")
 
 
 def finding_order(finding: LinkageFinding) -> tuple[object, ...]:
@@ -63,11 +70,17 @@ class LinkageTask:
 
 @dataclass
 class LinkageState:
-    """The check's state: rows seen per view and capped linked sets per task. Mutated by updates."""
+    """The check's state, mutated by updates.
 
-    VERSION = 1
+    ``rows``: the distinct rows seen per view, dictionary-encoded; ``linked``: per task, the capped
+    linked sets as (identifier code, sensitive code) pairs; ``dictionaries``: per attribute, the values
+    behind the codes (see :mod:`streamdetect.relational.dictionary`).
+    """
+
+    VERSION = 2
     rows: dict[str, pl.DataFrame] = field(default_factory=dict)
     linked: dict[TaskKey, pl.DataFrame] = field(default_factory=dict)
+    dictionaries: Dictionaries = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""
@@ -81,6 +94,7 @@ class LinkageState:
             "version": self.VERSION,
             "rows": {name: encode(frame) for name, frame in self.rows.items()},
             "linked": [[list(key[0]), key[1], key[2], encode(frame)] for key, frame in self.linked.items()],
+            "dictionaries": encode(pl.DataFrame([]) if not self.dictionaries else _dictionary_frame(self.dictionaries)),
         }
         return json.dumps(document).encode()
 
@@ -97,7 +111,19 @@ class LinkageState:
         return cls(
             rows={name: decode(text) for name, text in document["rows"].items()},
             linked={(tuple(views), e, s): decode(text) for views, e, s, text in document["linked"]},
+            dictionaries=_dictionaries_from_frame(decode(document["dictionaries"])),
         )
+
+
+def _dictionary_frame(dictionaries: Dictionaries) -> pl.DataFrame:
+    # One row per attribute, its values as a list: dictionaries have different lengths.
+    return pl.DataFrame(
+        [pl.Series(name, [values.to_list()], dtype=pl.List(values.dtype)) for name, values in dictionaries.items()]
+    )
+
+
+def _dictionaries_from_frame(frame: pl.DataFrame) -> Dictionaries:
+    return {name: frame.get_column(name).explode().alias(name) for name in frame.columns}
 
 
 @dataclass(frozen=True)
@@ -196,7 +222,7 @@ class LinkageCheck:
         for name, frame in pending:
             if name not in attributes:
                 raise KeyError(f"unknown view {name!r}")
-            new = frame.select(attributes[name]).unique()
+            new = encode_values(state.dictionaries, frame.select(attributes[name])).unique()
             old = state.rows.get(name)
             if old is not None:
                 new = new.join(old, on=attributes[name], how="anti", nulls_equal=True)
@@ -247,7 +273,7 @@ class LinkageCheck:
 
     def merge(self, state: LinkageState, other: LinkageState) -> LinkageDelta:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
-        return self.update(state, other.rows)
+        return self.update(state, {name: decode_frame(other.dictionaries, rows) for name, rows in other.rows.items()})
 
     def result(self, state: LinkageState) -> list[LinkageFinding]:
         """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state)."""
@@ -273,7 +299,7 @@ class LinkageCheck:
             parts.append(
                 frame.join(below, on=identifier, how="semi")
                 .group_by(identifier)
-                .agg(pl.col(sensitive).sort().alias("_values"))
+                .agg(pl.col(sensitive).alias("_values"))
                 .with_columns(
                     pl.lit(task.channel.level).alias("_level"),
                     pl.lit(order[task.channel.views]).alias("_channel"),
@@ -292,15 +318,17 @@ class LinkageCheck:
         channels = [task.channel.views for task in self.tasks]
         by_index = {order[views]: views for views in channels}
         findings = []
-        for value, indices, values in minimal.iter_rows():
+        identifiers = decode(state.dictionaries, identifier, minimal.get_column(identifier).to_list())
+        for value, (_, indices, codes) in zip(identifiers, minimal.iter_rows(), strict=True):
             members = tuple(by_index[i] for i in indices)
+            values = sorted(decode(state.dictionaries, sensitive, codes), key=_sort_key)
             findings.append(
                 LinkageFinding(
                     k=self.k,
                     identifier_attribute=identifier,
-                    identifier_value=value,
+                    identifier_value=value,  # type: ignore[arg-type]
                     sensitive_attribute=sensitive,
-                    sensitive_values=tuple(values),
+                    sensitive_values=tuple(values),  # type: ignore[arg-type]
                     views=members[0],
                     channels=members,
                     selections_differ=self._selections_differ[members[0]],
