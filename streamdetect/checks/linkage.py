@@ -33,7 +33,7 @@ from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import Dictionaries, decode, decode_frame
 from streamdetect.relational.dictionary import encode as encode_values
-from streamdetect.relational.linked_values import cap_per_key, linked_values
+from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
 TaskKey = tuple[tuple[str, ...], str, str]
@@ -230,12 +230,13 @@ class LinkageCheck:
             else:
                 state.rows[name] = new
             cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+            shared = SharedWork()
             for task in self.tasks:
                 if name not in task.channel.views:
                     continue
                 done += 1
                 if new.height:
-                    self._apply(state, task=task, changed=name, new_rows=new, cache=cache)
+                    self._apply(state, task=task, changed=name, new_rows=new, cache=cache, shared=shared)
                 if progress is not None:
                     progress(done, total)
         after = {finding.id: finding for finding in self.result(state)}
@@ -252,6 +253,7 @@ class LinkageCheck:
         changed: str,
         new_rows: pl.DataFrame,
         cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
+        shared: SharedWork,
     ) -> None:
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
@@ -262,7 +264,7 @@ class LinkageCheck:
             if cache_key not in cache:
                 cache[cache_key] = source.select(keep).drop_nulls().unique()
             relations[view] = cache[cache_key]
-        found = linked_values(relations, task.identifier, task.sensitive, self.k)
+        found = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
         if found.is_empty():
             return
         current = state.linked.get(task.key)

@@ -22,7 +22,8 @@ sets on BP about linear in the input times k.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 import polars as pl
 
@@ -43,26 +44,57 @@ def _join_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return joined
 
 
-class _Elimination:
-    """The factors of one elimination run, with the bookkeeping of which are original relations."""
+class SharedWork:
+    """Work that the elimination runs of one update share: distinct counts, capped relations and
+    eliminated factors, keyed by the identity of their input frames (kept alive here, so an id is
+    never reused while the key stands). Channels that share a cycle (BP's v2, v3, v5 in six channels)
+    eliminate it once. Scope it to one batch: it holds every frame it has seen.
+    """
 
-    def __init__(self, relations: Mapping[str, pl.DataFrame], source: str, target: str, k: int) -> None:
+    def __init__(self) -> None:
+        self._alive: dict[int, pl.DataFrame] = {}
+        self.distinct: dict[tuple[object, ...], int] = {}
+        self.results: dict[tuple[object, ...], pl.DataFrame] = {}
+
+    def identity(self, frame: pl.DataFrame) -> int:
+        self._alive[id(frame)] = frame
+        return id(frame)
+
+    def remember(self, key: tuple[object, ...], compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        if key not in self.results:
+            result = compute()
+            self.identity(result)
+            self.results[key] = result
+        return self.results[key]
+
+
+class _Elimination:
+    """The factors of one elimination run."""
+
+    def __init__(
+        self, relations: Mapping[str, pl.DataFrame], source: str, target: str, k: int, shared: SharedWork
+    ) -> None:
         self.source, self.target, self.k = source, target, k
+        self.shared = shared
         self.factors: dict[str, pl.DataFrame] = dict(relations)
         self.created = 0
         # Factors never change until eliminated, and their names are unique: a cost stays valid.
         self.costs: dict[tuple[str, ...], float] = {}
-        self.distinct: dict[tuple[str, ...], int] = {}
         for name in list(self.factors):
-            self.factors[name] = self._capped(self.factors[name], name)
+            frame = self.factors[name]
+            if self._sole_holder(frame.columns, exclude=name):
+                self.factors[name] = shared.remember(
+                    ("cap", shared.identity(frame), self.target, k), partial(self._cap, frame)
+                )
 
-    def _capped(self, frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    def _sole_holder(self, columns: list[str], exclude: str | None = None) -> bool:
+        others = [name for name, f in self.factors.items() if name != exclude and self.target in f.columns]
+        return self.target in columns and not others
+
+    def _cap(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Cap the sole holder of T at k values per key: exact for "fewer than k" (module docstring)."""
-        holders = [other for other, f in self.factors.items() if other != name and self.target in f.columns]
-        if self.target in frame.columns and not holders:
-            keys = [c for c in frame.columns if c != self.target]
-            return frame.group_by(keys).head(self.k) if keys else frame.head(self.k)
-        return frame
+        keys = [c for c in frame.columns if c != self.target]
+        return frame.group_by(keys).head(self.k) if keys else frame.head(self.k)
 
     def _cost(self, holders: list[str]) -> float:
         if len(holders) == 1:
@@ -73,17 +105,17 @@ class _Elimination:
         return self.costs[key]
 
     def _distinct(self, name: str, on: tuple[str, ...]) -> int:
-        key = (name, *on)
-        if key not in self.distinct:
-            frame = self.factors[name]
-            self.distinct[key] = frame.height if set(on) == set(frame.columns) else frame.select(on).n_unique()
-        return self.distinct[key]
+        frame = self.factors[name]
+        key = (self.shared.identity(frame), *on)
+        if key not in self.shared.distinct:
+            self.shared.distinct[key] = frame.height if set(on) == set(frame.columns) else frame.select(on).n_unique()
+        return self.shared.distinct[key]
 
     def _measure(self, holders: list[str]) -> float:
         """Estimated rows of joining ``holders``: the textbook |L|·|R| / max(ndv) per join, in order.
 
         Only the order of elimination depends on it, never the result; distinct counts are cached
-        per factor, so a step costs one aggregate per new factor.
+        per frame, so a step costs one aggregate per new factor.
         """
         first, *others = sorted(holders, key=lambda name: self.factors[name].height)
         size = float(self.factors[first].height)
@@ -112,12 +144,19 @@ class _Elimination:
         assert best is not None
         variable = best[2]
         holders = [name for name, frame in self.factors.items() if variable in frame.columns]
-        joined = _join_all([self.factors.pop(name) for name in holders])
+        inputs = [self.factors.pop(name) for name in holders]
         rest = {column for frame in self.factors.values() for column in frame.columns}
-        keep = [c for c in joined.columns if c != variable and (c in (self.source, self.target) or c in rest)]
+        joined_columns = list(dict.fromkeys(column for frame in inputs for column in frame.columns))
+        keep = [c for c in joined_columns if c != variable and (c in (self.source, self.target) or c in rest)]
+        capped = self._sole_holder(keep)
+
+        def eliminate() -> pl.DataFrame:
+            factor = _join_all(inputs).select(keep).unique()
+            return self._cap(factor) if capped else factor
+
+        key = ("eliminate", variable, *sorted(self.shared.identity(f) for f in inputs), *keep, capped, self.k)
         self.created += 1
-        name = f"\0{self.created}"
-        self.factors[name] = self._capped(joined.select(keep).unique(), name)
+        self.factors[f"\0{self.created}"] = self.shared.remember(key, eliminate)
         return True
 
     def result(self) -> pl.DataFrame:
@@ -130,18 +169,20 @@ def linked_values(
     source: str,
     target: str,
     k: int,
+    shared: SharedWork | None = None,
 ) -> pl.DataFrame:
     """Frame ``[source, target]``: for each source value in the join, up to ``k`` linked target values.
 
     ``relations`` must be sets (distinct rows) without nulls, over a connected schema that contains
     ``source`` and ``target``. Exact for "fewer than k or not", and the set itself when fewer than k.
+    ``shared`` lets the runs of one batch reuse each other's work (see :class:`SharedWork`).
     """
     if any(frame.is_empty() for frame in relations.values()):
         schema: dict[str, pl.DataType] = {}
         for frame in relations.values():
             schema.update(frame.schema)
         return pl.DataFrame(schema={source: schema[source], target: schema[target]})
-    elimination = _Elimination(relations, source, target, k)
+    elimination = _Elimination(relations, source, target, k, shared if shared is not None else SharedWork())
     while elimination.step():
         pass
     return elimination.result()
