@@ -19,8 +19,6 @@ Null is not a value: a row with a null in an attribute a channel uses drops out 
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,10 +27,10 @@ from functools import cached_property
 import polars as pl
 
 from streamdetect.checks.findings import LinkageFinding
+from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
-from streamdetect.relational.dictionary import Dictionaries, decode, decode_frame
-from streamdetect.relational.dictionary import encode as encode_values
+from streamdetect.relational.dictionary import decode
 from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
@@ -72,29 +70,20 @@ class LinkageTask:
 class LinkageState:
     """The check's state, mutated by updates.
 
-    ``rows``: the distinct rows seen per view, dictionary-encoded; ``linked``: per task, the capped
-    linked sets as (identifier code, sensitive code) pairs; ``dictionaries``: per attribute, the values
-    behind the codes (see :mod:`streamdetect.relational.dictionary`).
+    ``seen``: the distinct rows per view, dictionary-encoded; ``linked``: per task, the capped linked
+    sets as (identifier code, sensitive code) pairs.
     """
 
-    VERSION = 2
-    rows: dict[str, pl.DataFrame] = field(default_factory=dict)
+    VERSION = 3
+    seen: SeenRows = field(default_factory=SeenRows)
     linked: dict[TaskKey, pl.DataFrame] = field(default_factory=dict)
-    dictionaries: Dictionaries = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""
-
-        def encode(frame: pl.DataFrame) -> str:
-            buffer = io.BytesIO()
-            frame.write_ipc(buffer)
-            return base64.b64encode(buffer.getvalue()).decode()
-
         document = {
             "version": self.VERSION,
-            "rows": {name: encode(frame) for name, frame in self.rows.items()},
-            "linked": [[list(key[0]), key[1], key[2], encode(frame)] for key, frame in self.linked.items()],
-            "dictionaries": encode(pl.DataFrame([]) if not self.dictionaries else _dictionary_frame(self.dictionaries)),
+            "seen": self.seen.to_document(),
+            "linked": [[list(key[0]), key[1], key[2], frame_to_text(frame)] for key, frame in self.linked.items()],
         }
         return json.dumps(document).encode()
 
@@ -104,26 +93,10 @@ class LinkageState:
         document = json.loads(data)
         if document.get("version") != cls.VERSION:
             raise ValueError(f"linkage state version {document.get('version')!r}; expected {cls.VERSION}")
-
-        def decode(text: str) -> pl.DataFrame:
-            return pl.read_ipc(io.BytesIO(base64.b64decode(text)))
-
         return cls(
-            rows={name: decode(text) for name, text in document["rows"].items()},
-            linked={(tuple(views), e, s): decode(text) for views, e, s, text in document["linked"]},
-            dictionaries=_dictionaries_from_frame(decode(document["dictionaries"])),
+            seen=SeenRows.from_document(document["seen"]),
+            linked={(tuple(views), e, s): frame_from_text(text) for views, e, s, text in document["linked"]},
         )
-
-
-def _dictionary_frame(dictionaries: Dictionaries) -> pl.DataFrame:
-    # One row per attribute, its values as a list: dictionaries have different lengths.
-    return pl.DataFrame(
-        [pl.Series(name, [values.to_list()], dtype=pl.List(values.dtype)) for name, values in dictionaries.items()]
-    )
-
-
-def _dictionaries_from_frame(frame: pl.DataFrame) -> Dictionaries:
-    return {name: frame.get_column(name).explode().alias(name) for name in frame.columns}
 
 
 @dataclass(frozen=True)
@@ -222,13 +195,7 @@ class LinkageCheck:
         for name, frame in pending:
             if name not in attributes:
                 raise KeyError(f"unknown view {name!r}")
-            new = encode_values(state.dictionaries, frame.select(attributes[name])).unique()
-            old = state.rows.get(name)
-            if old is not None:
-                new = new.join(old, on=attributes[name], how="anti", nulls_equal=True)
-                state.rows[name] = pl.concat([old, new])
-            else:
-                state.rows[name] = new
+            new, _ = state.seen.add(name, frame, attributes[name])
             cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
             shared = SharedWork()
             for task in self.tasks:
@@ -257,7 +224,7 @@ class LinkageCheck:
     ) -> None:
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
-            source = new_rows if view == changed else state.rows.get(view)
+            source = new_rows if view == changed else state.seen.rows.get(view)
             if source is None or source.is_empty():
                 return
             cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
@@ -275,7 +242,7 @@ class LinkageCheck:
 
     def merge(self, state: LinkageState, other: LinkageState) -> LinkageDelta:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
-        return self.update(state, {name: decode_frame(other.dictionaries, rows) for name, rows in other.rows.items()})
+        return self.update(state, other.seen.decoded())
 
     def result(self, state: LinkageState) -> list[LinkageFinding]:
         """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state)."""
@@ -320,10 +287,10 @@ class LinkageCheck:
         channels = [task.channel.views for task in self.tasks]
         by_index = {order[views]: views for views in channels}
         findings = []
-        identifiers = decode(state.dictionaries, identifier, minimal.get_column(identifier).to_list())
+        identifiers = decode(state.seen.dictionaries, identifier, minimal.get_column(identifier).to_list())
         for value, (_, indices, codes) in zip(identifiers, minimal.iter_rows(), strict=True):
             members = tuple(by_index[i] for i in indices)
-            values = sorted(decode(state.dictionaries, sensitive, codes), key=_sort_key)
+            values = sorted(decode(state.seen.dictionaries, sensitive, codes), key=_sort_key)
             findings.append(
                 LinkageFinding(
                     k=self.k,

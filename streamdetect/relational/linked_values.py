@@ -36,9 +36,12 @@ def cap_per_key(frame: pl.DataFrame, keys: list[str], k: int) -> pl.DataFrame:
 
 
 def _join_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    ordered = sorted(frames, key=lambda frame: frame.height)
-    joined = ordered[0]
-    for frame in ordered[1:]:
+    """Natural join, smallest first, preferring a frame that shares columns (cross products last)."""
+    pending = sorted(frames, key=lambda frame: frame.height)
+    joined = pending.pop(0)
+    while pending:
+        linked = [i for i, frame in enumerate(pending) if set(frame.columns) & set(joined.columns)]
+        frame = pending.pop(linked[0] if linked else 0)
         on = [column for column in joined.columns if column in frame.columns]
         joined = joined.join(frame, on=on) if on else joined.join(frame, how="cross")
     return joined
@@ -77,6 +80,8 @@ class _Elimination:
         self.source, self.target, self.k = source, target, k
         self.shared = shared
         self.factors: dict[str, pl.DataFrame] = dict(relations)
+        # A join of relations that lost every attribute is a constant: true when non-empty.
+        self.empty = False
         self.created = 0
         # Factors never change until eliminated, and their names are unique: a cost stays valid.
         self.costs: dict[tuple[str, ...], float] = {}
@@ -155,12 +160,17 @@ class _Elimination:
             return self._cap(factor) if capped else factor
 
         key = ("eliminate", variable, *sorted(self.shared.identity(f) for f in inputs), *keep, capped, self.k)
+        if not keep:  # a component apart from E and T: it only matters whether its join is empty
+            self.empty |= _join_all(inputs).is_empty()
+            return True
         self.created += 1
         self.factors[f"\0{self.created}"] = self.shared.remember(key, eliminate)
         return True
 
     def result(self) -> pl.DataFrame:
         joined = _join_all(list(self.factors.values()))
+        if self.empty:
+            joined = joined.clear()
         return cap_per_key(joined.select(self.source, self.target), [self.source], self.k)
 
 
@@ -173,8 +183,9 @@ def linked_values(
 ) -> pl.DataFrame:
     """Frame ``[source, target]``: for each source value in the join, up to ``k`` linked target values.
 
-    ``relations`` must be sets (distinct rows) without nulls, over a connected schema that contains
-    ``source`` and ``target``. Exact for "fewer than k or not", and the set itself when fewer than k.
+    ``relations`` must be sets (distinct rows) without nulls whose schema contains ``source`` and
+    ``target``; relations not connected to them only matter by being empty or not. Exact for "fewer
+    than k or not", and the set itself when fewer than k.
     ``shared`` lets the runs of one batch reuse each other's work (see :class:`SharedWork`).
     """
     if any(frame.is_empty() for frame in relations.values()):

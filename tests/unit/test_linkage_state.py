@@ -49,7 +49,7 @@ def test_state_round_trips_through_bytes_and_refuses_other_versions() -> None:
     restored = LinkageState.from_bytes(state.to_bytes())
     assert [f.id for f in check.result(restored)] == [f.id for f in check.result(state)]
     with pytest.raises(ValueError, match="version"):
-        LinkageState.from_bytes(b'{"version": 99, "rows": {}, "linked": []}')
+        LinkageState.from_bytes(b'{"version": 99, "seen": {}, "linked": []}')
 
 
 def test_finding_ids_are_stable_hashes_of_content() -> None:
