@@ -13,13 +13,14 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.findings import LinkageFinding
+from streamdetect.checks.association_covers import AssociationCoverCheck
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding
 from streamdetect.checks.linkage import LinkageCheck, run_linkage
 from streamdetect.model.topology import Topology
 
-Finding = LinkageFinding
+Finding = LinkageFinding | AssociationCoverFinding
 #: Checks this version runs, in report order.
-CHECKS: tuple[str, ...] = ("linkage",)
+CHECKS: tuple[str, ...] = ("linkage", "k-anonymity")
 ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
 
 
@@ -50,11 +51,19 @@ class Report:
         return 1 if self.findings else 0
 
     def by_level(self) -> dict[int, int]:
-        """Number of findings per minimal level."""
+        """Number of linkage findings per minimal level."""
         levels: dict[int, int] = {}
         for finding in self.findings:
-            levels[finding.level] = levels.get(finding.level, 0) + 1
+            if isinstance(finding, LinkageFinding):
+                levels[finding.level] = levels.get(finding.level, 0) + 1
         return dict(sorted(levels.items()))
+
+    def by_check(self) -> dict[str, int]:
+        """Number of findings per check."""
+        counts = {summary.name: 0 for summary in self.checks}
+        for finding in self.findings:
+            counts[finding.check] = counts.get(finding.check, 0) + 1
+        return counts
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document of docs/report-format.md."""
@@ -63,6 +72,7 @@ class Report:
             "checks": [summary.__dict__ for summary in self.checks],
             "summary": {
                 "findings": len(self.findings),
+                "by_check": self.by_check(),
                 "by_level": {str(level): count for level, count in self.by_level().items()},
             },
             "findings": [finding.to_dict() for finding in self.findings],
@@ -94,11 +104,19 @@ def run_checks(
     summaries: list[CheckSummary] = []
     findings: list[Finding] = []
     for name in names:
-        check = LinkageCheck.from_topology(topology, k=k, max_level=max_level)
-        total = sum(1 for view in views for task in check.tasks if view in task.channel.views)
-        callback = progress(name, total) if progress is not None else None
-        found = run_linkage(check, views, callback)
-        channels = sum(len(level) for level in check.levels)
-        summaries.append(CheckSummary(name, check.k, channels, len(check.tasks), len(found)))
+        if name == "linkage":
+            check = LinkageCheck.from_topology(topology, k=k, max_level=max_level)
+            total = sum(1 for view in views for task in check.tasks if view in task.channel.views)
+            callback = progress(name, total) if progress is not None else None
+            found: list[Finding] = list(run_linkage(check, views, callback))
+            channels = sum(len(level) for level in check.levels)
+            summaries.append(CheckSummary(name, check.k, channels, len(check.tasks), len(found)))
+        else:
+            covers = AssociationCoverCheck.from_topology(topology, k=k)
+            total = len(views) * len(covers.views) * len(covers.pairs) * 2
+            callback = progress(name, total) if progress is not None else None
+            found = list(covers.update(covers.initialize(), views, callback).raised)
+            # One channel: the join of every view (T^v of Yao et al.).
+            summaries.append(CheckSummary(name, covers.k, 1, len(covers.pairs), len(found)))
         findings.extend(found)
     return Report(topology.name, tuple(summaries), tuple(findings))

@@ -5,6 +5,8 @@ One root, :class:`StreamdetectError`; each subclass tells the caller what to do:
 * :class:`TopologyError` -- the topology or one of its data files is wrong; fix the input
   (the CLI exits with code 2). It names the file, the key path and what is wrong.
 * :class:`PredicateError` -- a ``where`` expression does not parse or does not type-check.
+* :class:`UnsupportedCase` -- valid input that a check cannot decide exactly in this version; run the
+  other checks, or wait for the subcase (the CLI exits with code 2 and says which).
 """
 
 from __future__ import annotations
@@ -42,3 +44,7 @@ class PredicateError(StreamdetectError):
         self.problem = problem
         self.position = position
         super().__init__(problem if position is None else f"{problem} (at character {position + 1})")
+
+
+class UnsupportedCase(StreamdetectError):
+    """The input is valid but a requested check does not handle its subcase yet."""

@@ -82,3 +82,59 @@ def linkage_reference(
         values = tuple(sorted(by_channel[at_level[0]], key=str))
         findings.add((e, value, s, level, at_level, values))
     return findings
+
+
+def instances(
+    attributes: tuple[str, ...], views: dict[str, tuple[str, ...]], rows: dict[str, list[Row]]
+) -> list[list[Row]]:
+    """Every table instance over the views' values whose projections are exactly the views (Yao's I^v).
+
+    Projection-only views, no FDs. Brute force: every tuple over the product of the values seen per
+    attribute, every subset of the admissible ones.
+    """
+    from itertools import product
+
+    domains = {
+        a: sorted({row[a] for name, schema in views.items() if a in schema for row in rows[name]}) for a in attributes
+    }
+    projected = {name: {tuple(row[a] for a in schema) for row in rows[name]} for name, schema in views.items()}
+    candidates = [
+        dict(zip(attributes, values, strict=True))
+        for values in product(*(domains[a] for a in attributes))
+        if all(tuple(values[attributes.index(a)] for a in schema) in projected[name] for name, schema in views.items())
+    ]
+    found = []
+    for mask in range(1 << len(candidates)):
+        chosen = [t for i, t in enumerate(candidates) if mask >> i & 1]
+        if all({tuple(t[a] for a in schema) for t in chosen} == projected[name] for name, schema in views.items()):
+            found.append(chosen)
+    return found
+
+
+def association_cover_reference(
+    attributes: tuple[str, ...],
+    views: dict[str, tuple[str, ...]],
+    rows: dict[str, list[Row]],
+    identifiers: list[str],
+    sensitive: list[str],
+    k: int,
+) -> set[tuple[str, Any, str, frozenset[Any]]]:
+    """Minimal association covers smaller than k, from the definition (Yao, Wang & Jajodia 2005, section 3)."""
+    possible = instances(attributes, views, rows)
+    covers = set()
+    for e in identifiers:
+        for s in sensitive:
+            secrets = [{(t[e], t[s]) for t in instance} for instance in possible]
+            values = sorted({pair[0] for secret in secrets for pair in secret})
+            targets = sorted({pair[1] for secret in secrets for pair in secret})
+            for a in values:
+                found: list[frozenset[Any]] = []
+                for size in range(1, k):
+                    for chosen in combinations(targets, size):
+                        candidate = frozenset(chosen)
+                        if any(smaller < candidate for smaller in found):
+                            continue
+                        if all(any((a, b) in secret for b in candidate) for secret in secrets):
+                            found.append(candidate)
+                covers.update((e, a, s, cover) for cover in found)
+    return covers

@@ -11,6 +11,7 @@ import resource
 import time
 from typing import Any
 
+from streamdetect.checks.findings import LinkageFinding
 from streamdetect.checks.linkage import LinkageCheck
 from streamdetect.engine import run_checks
 from streamdetect.io.sources import load_views
@@ -22,13 +23,15 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def timed_run(topology_path: str, k: int | None, duckdb_timeout: float | None) -> dict[str, Any]:
+def timed_run(
+    topology_path: str, k: int | None, duckdb_timeout: float | None, checks: list[str] | None = None
+) -> dict[str, Any]:
     """Load, check, and optionally run the DuckDB baseline; wall times, peak memory, findings by level."""
     started = time.perf_counter()
     topology = load_topology(topology_path)
     views = load_views(topology)
     loaded = time.perf_counter()
-    report = run_checks(topology, views, k=k)
+    report = run_checks(topology, views, checks=checks, k=k)
     checked = time.perf_counter()
     outcome: dict[str, Any] = {
         "rows": {name: frame.height for name, frame in views.items()},
@@ -38,6 +41,7 @@ def timed_run(topology_path: str, k: int | None, duckdb_timeout: float | None) -
         "peak_mb": _peak_mb(),
         "findings": len(report.findings),
         "by_level": {str(level): count for level, count in report.by_level().items()},
+        "by_check": report.by_check(),
         "tasks": sum(summary.tasks for summary in report.checks),
     }
     if duckdb_timeout is not None:
@@ -47,7 +51,9 @@ def timed_run(topology_path: str, k: int | None, duckdb_timeout: float | None) -
         check = LinkageCheck.from_topology(topology, k=k)
         baseline = run_baseline(check, views, timeout=duckdb_timeout)
         ours = {
-            (f.identifier_attribute, str(f.identifier_value), f.sensitive_attribute, f.level) for f in report.findings
+            (f.identifier_attribute, str(f.identifier_value), f.sensitive_attribute, f.level)
+            for f in report.findings
+            if isinstance(f, LinkageFinding)
         }
         outcome["duckdb"] = {
             "seconds": baseline.seconds,
@@ -67,8 +73,9 @@ def main() -> None:
     parser.add_argument("topology")
     parser.add_argument("--k", type=int)
     parser.add_argument("--vs-duckdb", type=float, dest="duckdb_timeout")
+    parser.add_argument("--check", action="append", dest="checks")
     arguments = parser.parse_args()
-    print(json.dumps(timed_run(arguments.topology, arguments.k, arguments.duckdb_timeout)))
+    print(json.dumps(timed_run(arguments.topology, arguments.k, arguments.duckdb_timeout, arguments.checks)))
 
 
 if __name__ == "__main__":

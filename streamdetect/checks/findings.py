@@ -77,3 +77,42 @@ class LinkageFinding:
     def id(self) -> str:
         """Stable id: a hash of everything the finding says."""
         return str(self.to_dict()["id"])
+
+
+@dataclass(frozen=True)
+class AssociationCoverFinding:
+    """A minimal association cover smaller than k (Yao, Wang & Jajodia 2005, section 3).
+
+    Every table instance that yields the views pairs ``identifier_value`` with one of
+    ``sensitive_values``; ``views`` are the views whose projection facts force it.
+    """
+
+    k: int
+    identifier_attribute: str
+    identifier_value: Scalar
+    sensitive_attribute: str
+    sensitive_values: tuple[Scalar, ...]
+    views: tuple[str, ...]
+    exact: bool = True
+
+    check = "k-anonymity"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON form (docs/report-format.md)."""
+        body: dict[str, Any] = {
+            "check": self.check,
+            "k": self.k,
+            "identifier": {"attribute": self.identifier_attribute, "value": json_scalar(self.identifier_value)},
+            "sensitive": {
+                "attribute": self.sensitive_attribute,
+                "values": [json_scalar(value) for value in self.sensitive_values],
+            },
+            "views": list(self.views),
+            "exact": self.exact,
+        }
+        return {"id": stable_id(body), **body}
+
+    @property
+    def id(self) -> str:
+        """Stable id: a hash of everything the finding says."""
+        return str(self.to_dict()["id"])

@@ -47,6 +47,11 @@ class SeenRows:
         self.rows[view] = pl.concat([old, new])
         return new, old.height
 
+    def height(self, view: str) -> int:
+        """Distinct rows seen of ``view`` (0 before any)."""
+        rows = self.rows.get(view)
+        return 0 if rows is None else rows.height
+
     def decoded(self) -> dict[str, pl.DataFrame]:
         """Every view's rows as values, e.g. to replay them into another state."""
         return {name: decode_frame(self.dictionaries, rows) for name, rows in self.rows.items()}

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from streamdetect.bench.adult import ADULT_ROWS
 from streamdetect.bench.bp import generate_bp, write_bp
+from streamdetect.engine import CHECKS
 
 
 @click.group()
@@ -54,8 +55,10 @@ def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) 
     click.echo(f"wrote {table.height:,} rows (Adult: {source}, seed {seed}) and six views; topology {path}")
 
 
-def _child(topology: Path, k: int | None, duckdb_timeout: float | None) -> dict[str, Any]:
+def _child(topology: Path, k: int | None, duckdb_timeout: float | None, checks: tuple[str, ...]) -> dict[str, Any]:
     command = [sys.executable, "-m", "streamdetect.bench.runner", str(topology)]
+    for name in checks:
+        command += ["--check", name]
     if k is not None:
         command += ["--k", str(k)]
     if duckdb_timeout is not None:
@@ -71,15 +74,22 @@ def _child(topology: Path, k: int | None, duckdb_timeout: float | None) -> dict[
 @click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
 @click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
+@click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Time only this check (repeatable).")
 @click.option("--vs", "versus", type=click.Choice(["duckdb"]), help="Also run the naive SQL baseline once.")
 @click.option("--duckdb-timeout", default=10.0, show_default=True, help="Seconds allowed per baseline query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measurements as JSON.")
 def run_command(
-    topology: Path, repeat: int, k: int | None, versus: str | None, duckdb_timeout: float, as_json: bool
+    topology: Path,
+    repeat: int,
+    k: int | None,
+    checks: tuple[str, ...],
+    versus: str | None,
+    duckdb_timeout: float,
+    as_json: bool,
 ) -> None:
     """Time the check of TOPOLOGY: wall time, peak memory, findings per level (medians of --repeat runs)."""
-    runs = [_child(topology, k, None) for _ in range(repeat)]
-    baseline = _child(topology, k, duckdb_timeout)["duckdb"] if versus == "duckdb" else None
+    runs = [_child(topology, k, None, checks) for _ in range(repeat)]
+    baseline = _child(topology, k, duckdb_timeout, ("linkage",))["duckdb"] if versus == "duckdb" else None
     median = {key: statistics.median(r[key] for r in runs) for key in ("load_s", "check_s", "wall_s", "peak_mb")}
     if as_json:
         click.echo(json.dumps({"runs": runs, "median": median, "duckdb": baseline}))
@@ -97,9 +107,10 @@ def run_command(
         table.add_row(label, f"{median[key]:.2f}", ", ".join(f"{run[key]:.2f}" for run in runs))
     console.print(table)
     first = runs[0]
-    levels = ", ".join(f"level {level}: {count:,}" for level, count in first["by_level"].items()) or "none"
-    console.print(f"rows per view: {first['rows']}; (channel, E, S) tasks: {first['tasks']}")
-    console.print(f"findings: {first['findings']:,} ({levels})")
+    levels = ", ".join(f"level {level}: {count:,}" for level, count in first["by_level"].items())
+    per_check = "; ".join(f"{name}: {count:,}" for name, count in first["by_check"].items())
+    console.print(f"rows per view: {first['rows']}; tasks: {first['tasks']}")
+    console.print(f"findings: {first['findings']:,} ({per_check}{'; linkage by level: ' + levels if levels else ''})")
     if baseline is not None:
         unfinished = baseline["timed_out"] + baseline["failed"]
         bound = "≥ " if unfinished else ""

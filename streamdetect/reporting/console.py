@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from streamdetect.checks.findings import LinkageFinding, json_scalar
-from streamdetect.engine import Report
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, json_scalar
+from streamdetect.engine import CheckSummary, Report
 
 
 def _value(value: object) -> str:
@@ -21,14 +21,19 @@ def _value(value: object) -> str:
 def render_report(console: Console, report: Report, limit: int = 20) -> None:
     """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel."""
     for summary in report.checks:
-        findings = [f for f in report.findings if f.check == summary.name]
+        if summary.name == "k-anonymity":
+            _render_covers(
+                console, summary, [f for f in report.findings if isinstance(f, AssociationCoverFinding)], limit
+            )
+            continue
         console.print(
             f"[bold]{summary.name}[/bold] (k = {summary.k}): {summary.channels} channels, "
-            f"{summary.tasks} identifier/sensitive pairs examined"
+            f"{summary.tasks} (channel, identifier, sensitive) combinations examined"
         )
         groups: dict[tuple[str, ...], list[LinkageFinding]] = defaultdict(list)
-        for finding in findings:
-            groups[finding.views].append(finding)
+        for finding in report.findings:
+            if isinstance(finding, LinkageFinding):
+                groups[finding.views].append(finding)
         for views in sorted(groups, key=lambda v: (len(v), v)):
             members = groups[views]
             marks = " [yellow](views with different selections: the join may link rows no table links)[/yellow]"
@@ -55,14 +60,43 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
             console.print(table)
             if len(members) > limit:
                 console.print(f"  ... and {len(members) - limit} more in this channel (--limit, or --json for all)")
+    parts = [f"{name}: {count}" for name, count in report.by_check().items()]
     levels = ", ".join(f"{count} at level {level}" for level, count in report.by_level().items())
+    if levels:
+        parts[list(report.by_check()).index("linkage")] += f" ({levels})"
     if report.findings:
         console.print(
-            f"[bold red]{len(report.findings)} disclosure(s)[/bold red] ({levels}) in topology "
+            f"[bold red]{len(report.findings)} disclosure(s)[/bold red] ({'; '.join(parts)}) in topology "
             f"{report.topology!r}; exit code 1"
         )
     else:
         console.print(f"[bold green]no disclosure[/bold green] in topology {report.topology!r}; exit code 0")
+
+
+def _render_covers(
+    console: Console, summary: CheckSummary, findings: list[AssociationCoverFinding], limit: int
+) -> None:
+    console.print(
+        f"[bold]k-anonymity[/bold] (k = {summary.k}): minimal association covers smaller than k over the "
+        f"join of all views, {summary.tasks} identifier/sensitive pair(s)"
+    )
+    if not findings:
+        return
+    table = Table(title="association covers (every instance pairs the value with one of these)", title_justify="left")
+    for column in ("identifier", "value", "sensitive", "cover", "views", "exact"):
+        table.add_column(column)
+    for finding in findings[:limit]:
+        table.add_row(
+            finding.identifier_attribute,
+            _value(finding.identifier_value),
+            finding.sensitive_attribute,
+            "{" + ", ".join(_value(v) for v in finding.sensitive_values) + "}",
+            ", ".join(finding.views),
+            "yes" if finding.exact else "no (conservative)",
+        )
+    console.print(table)
+    if len(findings) > limit:
+        console.print(f"  ... and {len(findings) - limit} more (--limit, or --json for all)")
 
 
 @contextmanager

@@ -63,7 +63,7 @@ def test_json_finding_has_the_documented_shape() -> None:
         "level": 2,
     }
     assert {key: dan[key] for key in expected} == expected
-    assert document["summary"] == {"findings": 7, "by_level": {"1": 6, "2": 1}}
+    assert document["summary"] == {"findings": 7, "by_check": {"linkage": 7}, "by_level": {"1": 6, "2": 1}}
 
 
 @pytest.mark.parametrize(
