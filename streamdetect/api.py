@@ -16,8 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from streamdetect.engine import ProgressFactory, Report, run_checks
-from streamdetect.io.sources import load_views
+from streamdetect.engine import TABLE_CHECKS, ProgressFactory, Report, checks_to_run, run_checks
+from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology as _load_topology
 from streamdetect.model.topology import Topology
 
@@ -37,5 +37,11 @@ def check(
     progress: ProgressFactory | None = None,
 ) -> Report:
     """Run the topology's checks. ``views`` defaults to the rows its sources name."""
-    frames = load_views(topology) if views is None else views
-    return run_checks(topology, frames, checks=checks, k=k, max_level=max_level, progress=progress)
+    names = checks_to_run(topology, checks)
+    table = None
+    frames: Mapping[str, pl.DataFrame]
+    if views is None:
+        frames, table = load_data(topology, with_table=bool(TABLE_CHECKS & set(names)))
+    else:
+        frames = views
+    return run_checks(topology, frames, table=table, checks=names, k=k, max_level=max_level, progress=progress)

@@ -14,13 +14,24 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.association_covers import AssociationCoverCheck
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding
+from streamdetect.checks.indistinguishability import SindCheck
 from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 
-Finding = LinkageFinding | AssociationCoverFinding
+Finding = LinkageFinding | AssociationCoverFinding | SindFinding
 #: Checks this version runs, in report order.
-CHECKS: tuple[str, ...] = ("linkage", "k-anonymity")
+CHECKS: tuple[str, ...] = ("linkage", "k-anonymity", "sind")
+#: Checks that read the private table itself (publisher-side).
+TABLE_CHECKS: frozenset[str] = frozenset({"sind"})
+
+
+def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
+    """The checks a run performs: those asked for, else those the topology lists."""
+    return list(checks) if checks else [config.name for config in topology.checks]
+
+
 ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
 
 
@@ -87,6 +98,7 @@ def run_checks(
     topology: Topology,
     views: Mapping[str, pl.DataFrame],
     *,
+    table: pl.DataFrame | None = None,
     checks: Sequence[str] | None = None,
     k: int | None = None,
     max_level: int | None = None,
@@ -94,10 +106,11 @@ def run_checks(
 ) -> Report:
     """Run ``checks`` (default: those the topology lists) over the views' rows.
 
+    ``table`` is the private table's rows, needed by the publisher-side checks (``sind``).
     ``k`` overrides every check's threshold; ``progress(name, total)`` returns a callback
     ``(done, total)`` for a progress bar.
     """
-    names = list(checks) if checks else [config.name for config in topology.checks]
+    names = checks_to_run(topology, checks)
     unknown = [name for name in names if name not in CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(unknown)}; this version runs {', '.join(CHECKS)}")
@@ -111,6 +124,14 @@ def run_checks(
             found: list[Finding] = list(run_linkage(check, views, callback))
             channels = sum(len(level) for level in check.levels)
             summaries.append(CheckSummary(name, check.k, channels, len(check.tasks), len(found)))
+        elif name == "sind":
+            sind = SindCheck.from_topology(topology, k=k)
+            if table is None:
+                raise TopologyError(
+                    "the sind check needs the private table's rows", file=topology.path, key="table.source"
+                )
+            found = list(sind.update(sind.initialize(), table).raised)
+            summaries.append(CheckSummary(name, sind.k, len(sind.views), len(sind.sensitive), len(found)))
         else:
             covers = AssociationCoverCheck.from_topology(topology, k=k)
             total = len(views) * len(covers.views) * len(covers.pairs) * 2

@@ -138,3 +138,49 @@ def association_cover_reference(
                             found.append(candidate)
                 covers.update((e, a, s, cover) for cover in found)
     return covers
+
+
+def sind_reference(
+    public_rows: list[dict[str, Any]],
+    private: list[Any],
+    domain: list[Any],
+    views: list[tuple[tuple[str, ...], Any]],
+    attribute: str,
+) -> tuple[list[set[int]], list[set[Any]]]:
+    """SIND classes from Definition 1 by enumerating every instance, and each tuple's possible values.
+
+    ``views`` are (projection, selection as a Python predicate on a row dict); view results are
+    multisets. Returns the classes (sets of row positions) and the possible private values per row.
+    """
+    from collections import Counter
+    from itertools import product
+
+    def released(assignment: tuple[Any, ...]) -> list[Counter[tuple[Any, ...]]]:
+        rows = [{**row, attribute: value} for row, value in zip(public_rows, assignment, strict=True)]
+        return [
+            Counter(tuple(r[a] for a in projection) for r in rows if selection(r)) for projection, selection in views
+        ]
+
+    actual = released(tuple(private))
+    possible_instances = [a for a in product(domain, repeat=len(public_rows)) if released(a) == actual]
+    valid = set(possible_instances)
+    n = len(public_rows)
+
+    def swappable(i: int, j: int) -> bool:
+        for assignment in possible_instances:
+            swapped = list(assignment)
+            swapped[i], swapped[j] = swapped[j], swapped[i]
+            if tuple(swapped) not in valid:
+                return False
+        return True
+
+    classes: list[set[int]] = []
+    for i in range(n):
+        for group in classes:
+            if swappable(i, next(iter(group))):
+                group.add(i)
+                break
+        else:
+            classes.append({i})
+    possible = [{a[i] for a in possible_instances} for i in range(n)]
+    return classes, possible

@@ -116,3 +116,39 @@ class AssociationCoverFinding:
     def id(self) -> str:
         """Stable id: a hash of everything the finding says."""
         return str(self.to_dict()["id"])
+
+
+@dataclass(frozen=True)
+class SindFinding:
+    """A class of symmetrically indistinguishable public tuples that does not protect its members.
+
+    (Yao, Wang, Wang & Jajodia, Definitions 1-2.) ``members`` are the public (B) tuples of the class,
+    each as (attribute, value) pairs; ``reason`` says whether it is smaller than k or certain.
+    """
+
+    k: int
+    sensitive_attribute: str
+    members: tuple[tuple[tuple[str, Scalar], ...], ...]
+    views: tuple[str, ...]
+    reason: str
+    exact: bool = True
+
+    check = "sind"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON form (docs/report-format.md)."""
+        body: dict[str, Any] = {
+            "check": self.check,
+            "k": self.k,
+            "sensitive": self.sensitive_attribute,
+            "members": [{name: json_scalar(value) for name, value in member} for member in self.members],
+            "views": list(self.views),
+            "reason": self.reason,
+            "exact": self.exact,
+        }
+        return {"id": stable_id(body), **body}
+
+    @property
+    def id(self) -> str:
+        """Stable id: a hash of everything the finding says."""
+        return str(self.to_dict()["id"])

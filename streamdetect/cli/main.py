@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from streamdetect.cli.bench import bench
-from streamdetect.engine import CHECKS, run_checks
+from streamdetect.engine import CHECKS, TABLE_CHECKS, checks_to_run, run_checks
 from streamdetect.errors import StreamdetectError
-from streamdetect.io.sources import load_views
+from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.relational.universal import channel_sizes, universal_relation
 from streamdetect.reporting.console import progress_bars, render_report
@@ -63,10 +63,11 @@ def check(
 ) -> None:
     """Check TOPOLOGY's views; exit 0 when nothing is found, 1 when something is, 2 on bad input."""
     model = load_topology(topology)
-    views = load_views(model)
+    names = checks_to_run(model, checks or None)
+    views, table = load_data(model, with_table=bool(TABLE_CHECKS & set(names)))
     err = Console(stderr=True)
     with progress_bars(err) as progress:
-        report = run_checks(model, views, checks=checks or None, k=k, max_level=max_level, progress=progress)
+        report = run_checks(model, views, table=table, checks=names, k=k, max_level=max_level, progress=progress)
     if as_json:
         click.echo(report.to_json())
     else:

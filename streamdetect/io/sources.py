@@ -104,10 +104,19 @@ def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
     Returns the frames by view name, each with exactly the view's attributes in its declared order.
     Raises :class:`TopologyError` naming the file and the problem; on error nothing is returned.
     """
+    return load_data(topology, with_table=False)[0]
+
+
+def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
+    """The views' rows and, when ``table.source`` is set and ``with_table``, the private table's rows.
+
+    All with one type per attribute across every file.
+    """
     table = topology.table
     raw: list[tuple[str, pl.DataFrame]] = []
     table_frame: pl.DataFrame | None = None
-    if table.source is not None and any(view.source is None for view in topology.views):
+    needs_table = with_table or any(view.source is None for view in topology.views)
+    if table.source is not None and needs_table:
         table_frame = _read(table.source)
         _check_columns(table_frame, table.attributes, table.source, "table")
         raw.append((table.source, table_frame))
@@ -143,4 +152,4 @@ def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
         if view.where is not None:
             base = base.filter(to_polars(view.where, dtypes))
         views[view.name] = base.select(view.attributes)
-    return views
+    return views, (typed[table.source] if table.source is not None and table_frame is not None else None)

@@ -167,6 +167,11 @@ def attributes_of(predicate: Predicate) -> Iterator[str]:
             yield from attributes_of(operand)
 
 
+def literals_of(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
+    """Every (attribute, literal) the predicate compares, in order of appearance."""
+    yield from _literals(predicate)
+
+
 def _literals(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
     if isinstance(predicate, Comparison):
         yield predicate.attribute, predicate.value
@@ -203,11 +208,27 @@ def _literal_expr(attribute: str, value: Scalar, dtypes: Mapping[str, pl.DataTyp
     return pl.lit(value)
 
 
-def to_polars(predicate: Predicate, dtypes: Mapping[str, pl.DataType] | None = None) -> pl.Expr:  # noqa: PLR0911
-    """Compile the AST to a polars boolean expression (SQL semantics: null is not selected)."""
+def _column(attribute: str, types: Mapping[str, pl.DataType], constants: Mapping[str, Scalar]) -> pl.Expr:
+    if attribute in constants:
+        dtype = types.get(attribute)
+        return pl.lit(constants[attribute], dtype=dtype)
+    return pl.col(attribute)
+
+
+def to_polars(  # noqa: PLR0911
+    predicate: Predicate,
+    dtypes: Mapping[str, pl.DataType] | None = None,
+    constants: Mapping[str, Scalar] | None = None,
+) -> pl.Expr:
+    """Compile the AST to a polars boolean expression (SQL semantics: null is not selected).
+
+    ``constants`` substitutes values for attributes (the condition of a tuple with its private value
+    replaced, as the conservative SIND check needs).
+    """
     types: Mapping[str, pl.DataType] = dtypes or {}
+    fixed: Mapping[str, Scalar] = constants or {}
     if isinstance(predicate, Comparison):
-        column = pl.col(predicate.attribute)
+        column = _column(predicate.attribute, types, fixed)
         literal = _literal_expr(predicate.attribute, predicate.value, types)
         match predicate.operator:
             case "=":
@@ -223,16 +244,16 @@ def to_polars(predicate: Predicate, dtypes: Mapping[str, pl.DataType] | None = N
             case ">=":
                 return column >= literal
     if isinstance(predicate, Membership):
-        column = pl.col(predicate.attribute)
+        column = _column(predicate.attribute, types, fixed)
         dtype = types.get(predicate.attribute)
         values: list[object] = list(predicate.values)
-        inside = column.is_in(pl.Series(values, dtype=dtype) if dtype is not None else values)
+        inside = column.is_in(pl.Series(values, dtype=dtype).implode() if dtype is not None else values)
         # is_in yields false (not null) on a null cell; SQL says unknown, so exclude nulls explicitly.
         inside = pl.when(column.is_null()).then(None).otherwise(inside)
         return ~inside if predicate.negated else inside
     if isinstance(predicate, Not):
-        return ~to_polars(predicate.operand, types)
-    combined = [to_polars(operand, types) for operand in predicate.operands]
+        return ~to_polars(predicate.operand, types, fixed)
+    combined = [to_polars(operand, types, fixed) for operand in predicate.operands]
     result = combined[0]
     for expression in combined[1:]:
         result = (result & expression) if isinstance(predicate, And) else (result | expression)

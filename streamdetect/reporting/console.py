@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, json_scalar
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding, json_scalar
 from streamdetect.engine import CheckSummary, Report
 
 
@@ -21,6 +21,9 @@ def _value(value: object) -> str:
 def render_report(console: Console, report: Report, limit: int = 20) -> None:
     """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel."""
     for summary in report.checks:
+        if summary.name == "sind":
+            _render_sind(console, summary, [f for f in report.findings if isinstance(f, SindFinding)], limit)
+            continue
         if summary.name == "k-anonymity":
             _render_covers(
                 console, summary, [f for f in report.findings if isinstance(f, AssociationCoverFinding)], limit
@@ -92,6 +95,30 @@ def _render_covers(
             finding.sensitive_attribute,
             "{" + ", ".join(_value(v) for v in finding.sensitive_values) + "}",
             ", ".join(finding.views),
+            "yes" if finding.exact else "no (conservative)",
+        )
+    console.print(table)
+    if len(findings) > limit:
+        console.print(f"  ... and {len(findings) - limit} more (--limit, or --json for all)")
+
+
+def _render_sind(console: Console, summary: CheckSummary, findings: list[SindFinding], limit: int) -> None:
+    console.print(
+        f"[bold]sind[/bold] (k = {summary.k}): classes of symmetrically indistinguishable public tuples, "
+        f"{summary.tasks} sensitive attribute(s)"
+    )
+    if not findings:
+        return
+    table = Table(title="classes that do not protect their members", title_justify="left")
+    for column in ("sensitive", "members", "why", "exact"):
+        table.add_column(column)
+    for finding in findings[:limit]:
+        shown = [", ".join(f"{name}={_value(value)}" for name, value in member) for member in finding.members[:3]]
+        more = f" (+{len(finding.members) - 3} more)" if len(finding.members) > 3 else ""
+        table.add_row(
+            finding.sensitive_attribute,
+            "; ".join(shown) + more,
+            finding.reason,
             "yes" if finding.exact else "no (conservative)",
         )
     console.print(table)

@@ -1,0 +1,116 @@
+"""SIND classes against Definition 1, by enumerating every assignment of private values.
+
+Exact subcase (selections on public attributes only): the partition equals the definition's whenever
+every tuple has at least two possible private values (Proposition 5), and is never coarser. With a
+selection on the private attribute, the conservative partition is never coarser than the true one
+(it may split true classes, never join tuples that are not SIND): no violation is missed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamdetect.checks.indistinguishability import SindCheck
+from streamdetect.model.predicates import And, Comparison, Membership, Or, Predicate
+from streamdetect.model.topology import ViewDefinition
+from tests.reference import sind_reference
+
+PUBLIC = ("A", "B")
+DOMAIN = ["x", "y", "z"]
+
+
+def _holds(predicate: Predicate | None, row: dict[str, Any]) -> bool:
+    if predicate is None:
+        return True
+    if isinstance(predicate, Comparison):
+        value = row[predicate.attribute]
+        return {"=": value == predicate.value, "!=": value != predicate.value}[predicate.operator]
+    if isinstance(predicate, And):
+        return all(_holds(operand, row) for operand in predicate.operands)
+    if isinstance(predicate, Or):
+        return any(_holds(operand, row) for operand in predicate.operands)
+    assert isinstance(predicate, Membership)
+    return (row[predicate.attribute] in predicate.values) != predicate.negated
+
+
+@st.composite
+def publications(draw: st.DrawFn, on_private: bool) -> dict[str, Any]:
+    size = draw(st.integers(2, 5))
+    rows = draw(
+        st.lists(
+            st.fixed_dictionaries({"A": st.integers(0, 2), "B": st.integers(0, 1)}),
+            min_size=size,
+            max_size=size,
+            unique_by=lambda r: (r["A"], r["B"]),
+        )
+    )
+    private = draw(st.lists(st.sampled_from(DOMAIN), min_size=len(rows), max_size=len(rows)))
+    views = []
+    for i in range(draw(st.integers(1, 2))):
+        projection = (*draw(st.lists(st.sampled_from(["A", "B"]), max_size=2, unique=True)), "P")
+        attribute = draw(st.sampled_from(["A", "B", "P"] if on_private else ["A", "B"]))
+        if attribute == "P":
+            where: Predicate | None = Membership(
+                "P", tuple(draw(st.lists(st.sampled_from(DOMAIN), min_size=1, max_size=2, unique=True)))
+            )
+        else:
+            where = draw(st.none() | st.just(Comparison(attribute, "=", draw(st.integers(0, 1)))))
+        views.append(ViewDefinition(f"v{i}", projection, where))
+    return {"rows": rows, "private": private, "views": tuple(views)}
+
+
+def _ours(case: dict[str, Any]) -> tuple[list[set[int]], bool]:
+    check = SindCheck(case["views"], PUBLIC, ("P",), k=2)
+    table = pl.DataFrame([{**row, "P": p} for row, p in zip(case["rows"], case["private"], strict=True)])
+    state = check.initialize()
+    check.update(state, table)
+    position = {(row["A"], row["B"]): i for i, row in enumerate(case["rows"])}
+    classes = check.partition(state, "P")
+    return [{position[(dict(m)["A"], dict(m)["B"])] for m in c.members} for c in classes], all(c.exact for c in classes)
+
+
+def _reference(case: dict[str, Any]) -> tuple[list[set[int]], list[set[Any]]]:
+    views = [(view.attributes, lambda r, w=view.where: _holds(w, r)) for view in case["views"]]
+    return sind_reference(case["rows"], case["private"], DOMAIN, views, "P")
+
+
+def _finer_or_equal(ours: list[set[int]], truth: list[set[int]]) -> bool:
+    return all(any(group <= true for true in truth) for group in ours)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications(on_private=False))
+def test_exact_partition_equals_definition(case: dict[str, Any]) -> None:
+    ours, exact = _ours(case)
+    truth, possible = _reference(case)
+    assert exact
+    assert _finer_or_equal(ours, truth)
+    if all(len(values) >= 2 for values in possible):
+        assert sorted(map(sorted, ours)) == sorted(map(sorted, truth))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications(on_private=True))
+def test_conservative_partition_never_joins_tuples_that_are_not_sind(case: dict[str, Any]) -> None:
+    ours, _ = _ours(case)
+    truth, _ = _reference(case)
+    assert _finer_or_equal(ours, truth)
+
+
+def test_conservative_signature_separates_tuples_the_selection_treats_differently() -> None:
+    # b0 is always selected; b1 only when its private value is 'x'. They cannot swap 'y' for 'x'.
+    where = Or((Comparison("A", "=", 0), Membership("P", ("x",))))
+    case = {
+        "rows": [{"A": 0, "B": 0}, {"A": 1, "B": 0}],
+        "private": ["y", "y"],
+        "views": (ViewDefinition("v0", ("P",), where),),
+    }
+    ours, exact = _ours(case)
+    truth, _ = _reference(case)
+    assert not exact
+    assert sorted(map(sorted, truth)) == [[0], [1]]
+    assert sorted(map(sorted, ours)) == [[0], [1]]
