@@ -14,17 +14,18 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.association_covers import AssociationCoverCheck
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
 from streamdetect.checks.indistinguishability import SindCheck
 from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 
-Finding = LinkageFinding | AssociationCoverFinding | SindFinding
+Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
 #: Checks this version runs, in report order.
-CHECKS: tuple[str, ...] = ("linkage", "k-anonymity", "sind")
+CHECKS: tuple[str, ...] = ("linkage", "k-anonymity", "sind", "rsind")
 #: Checks that read the private table itself (publisher-side).
-TABLE_CHECKS: frozenset[str] = frozenset({"sind"})
+TABLE_CHECKS: frozenset[str] = frozenset({"sind", "rsind"})
 
 
 def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
@@ -124,14 +125,18 @@ def run_checks(
             found: list[Finding] = list(run_linkage(check, views, callback))
             channels = sum(len(level) for level in check.levels)
             summaries.append(CheckSummary(name, check.k, channels, len(check.tasks), len(found)))
-        elif name == "sind":
-            sind = SindCheck.from_topology(topology, k=k)
+        elif name in TABLE_CHECKS:
             if table is None:
                 raise TopologyError(
-                    "the sind check needs the private table's rows", file=topology.path, key="table.source"
+                    f"the {name} check needs the private table's rows", file=topology.path, key="table.source"
                 )
-            found = list(sind.update(sind.initialize(), table).raised)
-            summaries.append(CheckSummary(name, sind.k, len(sind.views), len(sind.sensitive), len(found)))
+            publisher = (
+                SindCheck.from_topology(topology, k=k) if name == "sind" else RsindCheck.from_topology(topology, k=k)
+            )
+            found = list(publisher.update(publisher.initialize(), table).raised)
+            summaries.append(
+                CheckSummary(name, publisher.k, len(publisher.views), len(publisher.sensitive), len(found))
+            )
         else:
             covers = AssociationCoverCheck.from_topology(topology, k=k)
             total = len(views) * len(covers.views) * len(covers.pairs) * 2

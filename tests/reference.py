@@ -146,8 +146,9 @@ def sind_reference(
     domain: list[Any],
     views: list[tuple[tuple[str, ...], Any]],
     attribute: str,
-) -> tuple[list[set[int]], list[set[Any]]]:
-    """SIND classes from Definition 1 by enumerating every instance, and each tuple's possible values.
+) -> tuple[list[set[int]], list[set[Any]], list[tuple[Any, ...]]]:
+    """SIND classes from Definition 1 by enumerating every instance, each tuple's possible values, and
+    the instances (as private-value assignments).
 
     ``views`` are (projection, selection as a Python predicate on a row dict); view results are
     multisets. Returns the classes (sets of row positions) and the possible private values per row.
@@ -183,4 +184,4 @@ def sind_reference(
         else:
             classes.append({i})
     possible = [{a[i] for a in possible_instances} for i in range(n)]
-    return classes, possible
+    return classes, possible, possible_instances

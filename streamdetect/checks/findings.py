@@ -152,3 +152,10 @@ class SindFinding:
     def id(self) -> str:
         """Stable id: a hash of everything the finding says."""
         return str(self.to_dict()["id"])
+
+
+@dataclass(frozen=True)
+class RsindFinding(SindFinding):
+    """A block of the RSIND partition found that is smaller than k (section 3.2); never exact."""
+
+    check = "rsind"

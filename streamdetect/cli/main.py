@@ -1,12 +1,14 @@
 """The ``streamdetect`` command: ``check``, ``closure`` and ``bench``.
 
 Exit codes: 0 nothing found, 1 findings, 2 bad input (one message naming the file, the key path and
-what is wrong, on stderr; never a traceback).
+what is wrong, on stderr; never a traceback), 3 an internal error (a bug; ``STREAMDETECT_DEBUG=1``
+shows its traceback).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -28,6 +30,7 @@ from streamdetect.reporting.console import progress_bars, render_report
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
 
 
 def fail_cleanly(function: F) -> F:
@@ -40,6 +43,15 @@ def fail_cleanly(function: F) -> F:
         except StreamdetectError as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(EXIT_BAD_INPUT)
+        except Exception as error:  # a bug of ours: one line for the user, the traceback on demand
+            if os.environ.get("STREAMDETECT_DEBUG"):
+                raise
+            click.echo(
+                f"internal error: {type(error).__name__}: {error} "
+                "(a bug in streamdetect; rerun with STREAMDETECT_DEBUG=1 for the traceback)",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
 

@@ -25,7 +25,7 @@ from streamdetect.model.topology import (
 )
 
 #: Checks this version implements, with their default ``k``.
-SUPPORTED_CHECKS: Mapping[str, int] = {"linkage": 2, "k-anonymity": 2, "sind": 2}
+SUPPORTED_CHECKS: Mapping[str, int] = {"linkage": 2, "k-anonymity": 2, "sind": 2, "rsind": 2}
 
 _TOP_KEYS = {"name", "table", "views", "checks"}
 _TABLE_KEYS = {

@@ -21,8 +21,9 @@ def _value(value: object) -> str:
 def render_report(console: Console, report: Report, limit: int = 20) -> None:
     """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel."""
     for summary in report.checks:
-        if summary.name == "sind":
-            _render_sind(console, summary, [f for f in report.findings if isinstance(f, SindFinding)], limit)
+        if summary.name in ("sind", "rsind"):
+            classes = [f for f in report.findings if isinstance(f, SindFinding) and f.check == summary.name]
+            _render_sind(console, summary, classes, limit)
             continue
         if summary.name == "k-anonymity":
             _render_covers(
@@ -104,7 +105,7 @@ def _render_covers(
 
 def _render_sind(console: Console, summary: CheckSummary, findings: list[SindFinding], limit: int) -> None:
     console.print(
-        f"[bold]sind[/bold] (k = {summary.k}): classes of symmetrically indistinguishable public tuples, "
+        f"[bold]{summary.name}[/bold] (k = {summary.k}): classes of indistinguishable public tuples, "
         f"{summary.tasks} sensitive attribute(s)"
     )
     if not findings:

@@ -47,3 +47,11 @@ def test_figure_2_provides_2_sind() -> None:
     }
     report = streamdetect.check(streamdetect.load_topology(TOPOLOGIES / "sind-figure2.yaml"))
     assert report.findings == ()
+
+
+def test_figure_3_not_2_sind_but_2_rsind() -> None:
+    report = streamdetect.check(streamdetect.load_topology(TOPOLOGIES / "sind-figure3.yaml"))
+    sind = [f for f in report.findings if f.check == "sind"]
+    rsind = [f for f in report.findings if f.check == "rsind"]
+    assert [{T[(dict(m)["Zip"], dict(m)["Age"])] for m in f.members} for f in sind] == [{"t1"}]
+    assert rsind == []

@@ -1,0 +1,80 @@
+"""k-RSIND: every block the heuristic returns is an RSIND set by Definition 3 (enumerating instances)
+when every view projects the private attribute, and a clique of CSIND pairs in any case; blocks cover
+every tuple once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import product
+from typing import Any
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamdetect.checks.restricted_indistinguishability import RsindCheck
+from streamdetect.model.predicates import Comparison, Membership, Or, Predicate
+from streamdetect.model.topology import ViewDefinition
+from tests.property.test_sind_reference import _holds
+
+DOMAIN = ["x", "y", "z"]
+
+
+@st.composite
+def publications(draw: st.DrawFn) -> dict[str, Any]:
+    size = draw(st.integers(2, 5))
+    rows = draw(
+        st.lists(
+            st.fixed_dictionaries({"A": st.integers(0, 2), "B": st.integers(0, 1)}),
+            min_size=size,
+            max_size=size,
+            unique_by=lambda r: (r["A"], r["B"]),
+        )
+    )
+    private = draw(st.lists(st.sampled_from(DOMAIN), min_size=len(rows), max_size=len(rows)))
+    views = []
+    for i in range(draw(st.integers(1, 2))):
+        projection = (*draw(st.lists(st.sampled_from(["A", "B"]), max_size=1, unique=True)), "P")
+        on_b = Comparison(draw(st.sampled_from(["A", "B"])), "=", draw(st.integers(0, 1)))
+        on_p = Membership("P", (draw(st.sampled_from(DOMAIN)),))
+        where: Predicate | None = draw(st.sampled_from([None, on_b, on_p, Or((on_b, on_p))]))
+        views.append(ViewDefinition(f"v{i}", projection, where))
+    return {"rows": rows, "private": private, "views": tuple(views)}
+
+
+def _released(case: dict[str, Any], assignment: tuple[Any, ...]) -> list[Counter[tuple[Any, ...]]]:
+    rows = [{**row, "P": p} for row, p in zip(case["rows"], assignment, strict=True)]
+    return [
+        Counter(tuple(r[a] for a in view.attributes) for r in rows if _holds(view.where, r)) for view in case["views"]
+    ]
+
+
+def _is_rsind_set(case: dict[str, Any], block: list[int]) -> bool:
+    """Definition 3 with P_i = the block's current values, over every instance yielding the views."""
+    actual = _released(case, tuple(case["private"]))
+    valid = {a for a in product(DOMAIN, repeat=len(case["rows"])) if _released(case, a) == actual}
+    values = {case["private"][i] for i in block}
+    for i in block:
+        for j in block:
+            if i >= j:
+                continue
+            for assignment in valid:
+                if assignment[i] in values and assignment[j] in values:
+                    swapped = list(assignment)
+                    swapped[i], swapped[j] = swapped[j], swapped[i]
+                    if tuple(swapped) not in valid:
+                        return False
+    return True
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications())
+def test_blocks_are_rsind_sets_and_cover_every_tuple(case: dict[str, Any]) -> None:
+    check = RsindCheck(case["views"], ("A", "B"), ("P",), k=2)
+    state = check.initialize()
+    table = pl.DataFrame([{**row, "P": p} for row, p in zip(case["rows"], case["private"], strict=True)])
+    check.update(state, table)
+    blocks = check.partition(state, "P")
+    assert sorted(row for block in blocks for row in block) == list(range(len(case["rows"])))
+    for block in blocks:
+        assert _is_rsind_set(case, block)
