@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from streamdetect.engine import TABLE_CHECKS, ProgressFactory, Report, checks_to_run, run_checks
+from streamdetect.engine import ProgressFactory, Report, checks_to_run, needs_table, run_checks
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology as _load_topology
 from streamdetect.model.topology import Topology
@@ -41,7 +41,7 @@ def check(
     table = None
     frames: Mapping[str, pl.DataFrame]
     if views is None:
-        frames, table = load_data(topology, with_table=bool(TABLE_CHECKS & set(names)))
+        frames, table = load_data(topology, with_table=needs_table(topology, names))
     else:
         frames = views
     return run_checks(topology, frames, table=table, checks=names, k=k, max_level=max_level, progress=progress)

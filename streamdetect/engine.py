@@ -14,7 +14,9 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.association_covers import AssociationCoverCheck
+from streamdetect.checks.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
+from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.indistinguishability import SindCheck
 from streamdetect.checks.linkage import LinkageCheck, run_linkage
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
@@ -31,6 +33,16 @@ TABLE_CHECKS: frozenset[str] = frozenset({"sind", "rsind"})
 def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
     """The checks a run performs: those asked for, else those the topology lists."""
     return list(checks) if checks else [config.name for config in topology.checks]
+
+
+def needs_table(topology: Topology, checks: Sequence[str]) -> bool:
+    """Whether the run reads the private table: publisher-side checks, or k-anonymity checked
+    conservatively because of effective functional dependencies."""
+    if TABLE_CHECKS & set(checks):
+        return True
+    return "k-anonymity" in checks and bool(
+        effective_dependencies(topology.views, topology.table.functional_dependencies)
+    )
 
 
 ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
@@ -136,6 +148,26 @@ def run_checks(
             found = list(publisher.update(publisher.initialize(), table).raised)
             summaries.append(
                 CheckSummary(name, publisher.k, len(publisher.views), len(publisher.sensitive), len(found))
+            )
+        elif (effective := effective_dependencies(topology.views, topology.table.functional_dependencies)) and not any(
+            view.where is not None for view in topology.views
+        ):
+            if table is None:
+                raise TopologyError(
+                    "k-anonymity with effective functional dependencies is checked conservatively "
+                    "against the private table: set table.source",
+                    file=topology.path,
+                    key="table.source",
+                )
+            config = topology.check_config("k-anonymity")
+            threshold = k if k is not None else (config.k if config is not None else 2)
+            table_view = topology.table
+            conservative = ConservativeCoverCheck(
+                topology.views, table_view.identifiers, table_view.sensitive, tuple(effective), threshold
+            )
+            found = list(conservative.run(views, table))
+            summaries.append(
+                CheckSummary(name, threshold, 1, len(table_view.identifiers) * len(table_view.sensitive), len(found))
             )
         else:
             covers = AssociationCoverCheck.from_topology(topology, k=k)

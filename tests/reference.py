@@ -84,12 +84,27 @@ def linkage_reference(
     return findings
 
 
-def instances(
-    attributes: tuple[str, ...], views: dict[str, tuple[str, ...]], rows: dict[str, list[Row]]
-) -> list[list[Row]]:
-    """Every table instance over the views' values whose projections are exactly the views (Yao's I^v).
+def satisfies(instance: list[Row], dependencies: list[tuple[tuple[str, ...], str]]) -> bool:
+    """Does the instance satisfy every FD lhs -> rhs?"""
+    for lhs, rhs in dependencies:
+        seen: dict[tuple[Any, ...], Any] = {}
+        for row in instance:
+            key = tuple(row[a] for a in lhs)
+            if seen.setdefault(key, row[rhs]) != row[rhs]:
+                return False
+    return True
 
-    Projection-only views, no FDs. Brute force: every tuple over the product of the values seen per
+
+def instances(
+    attributes: tuple[str, ...],
+    views: dict[str, tuple[str, ...]],
+    rows: dict[str, list[Row]],
+    dependencies: list[tuple[tuple[str, ...], str]] | None = None,
+) -> list[list[Row]]:
+    """Every table instance over the views' values whose projections are exactly the views (Yao's I^v),
+    and that satisfies the FDs.
+
+    Projection-only views. Brute force: every tuple over the product of the values seen per
     attribute, every subset of the admissible ones.
     """
     from itertools import product
@@ -106,7 +121,8 @@ def instances(
     found = []
     for mask in range(1 << len(candidates)):
         chosen = [t for i, t in enumerate(candidates) if mask >> i & 1]
-        if all({tuple(t[a] for a in schema) for t in chosen} == projected[name] for name, schema in views.items()):
+        yields = all({tuple(t[a] for a in schema) for t in chosen} == projected[name] for name, schema in views.items())
+        if yields and satisfies(chosen, dependencies or []):
             found.append(chosen)
     return found
 
@@ -118,9 +134,10 @@ def association_cover_reference(
     identifiers: list[str],
     sensitive: list[str],
     k: int,
+    dependencies: list[tuple[tuple[str, ...], str]] | None = None,
 ) -> set[tuple[str, Any, str, frozenset[Any]]]:
     """Minimal association covers smaller than k, from the definition (Yao, Wang & Jajodia 2005, section 3)."""
-    possible = instances(attributes, views, rows)
+    possible = instances(attributes, views, rows, dependencies)
     covers = set()
     for e in identifiers:
         for s in sensitive:

@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.topology import Topology, ViewDefinition
@@ -97,10 +98,10 @@ class AssociationCoverCheck:
                     f"views[{i}] ({view.name}) has a selection; the k-anonymity check handles projection-only "
                     "views in this version (the cell procedure of Yao et al. Figure 5 is not implemented yet)"
                 )
-        if topology.table.functional_dependencies:
+        if effective_dependencies(topology.views, topology.table.functional_dependencies):
             raise UnsupportedCase(
-                "the table has functional dependencies; the k-anonymity check handles the case without "
-                "them in this version (Yao et al. sections 6-7 are not implemented yet)"
+                "some functional dependency is effective for these views (Yao et al. 6.1): the exact method "
+                "does not apply; use the conservative check (needs table.source)"
             )
         config = topology.check_config("k-anonymity")
         threshold = k if k is not None else (config.k if config is not None else 2)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from streamdetect.cli.bench import bench
-from streamdetect.engine import CHECKS, TABLE_CHECKS, checks_to_run, run_checks
+from streamdetect.engine import CHECKS, checks_to_run, needs_table, run_checks
 from streamdetect.errors import StreamdetectError
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
@@ -76,7 +76,7 @@ def check(
     """Check TOPOLOGY's views; exit 0 when nothing is found, 1 when something is, 2 on bad input."""
     model = load_topology(topology)
     names = checks_to_run(model, checks or None)
-    views, table = load_data(model, with_table=bool(TABLE_CHECKS & set(names)))
+    views, table = load_data(model, with_table=needs_table(model, names))
     err = Console(stderr=True)
     with progress_bars(err) as progress:
         report = run_checks(model, views, table=table, checks=names, k=k, max_level=max_level, progress=progress)
