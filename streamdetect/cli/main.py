@@ -19,9 +19,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding
 from streamdetect.cli.bench import bench
 from streamdetect.engine import CHECKS, checks_to_run, needs_table, run_checks
-from streamdetect.errors import StreamdetectError
+from streamdetect.errors import StreamdetectError, TopologyError
+from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.relational.universal import channel_sizes, universal_relation
@@ -85,6 +87,40 @@ def check(
     else:
         render_report(Console(), report, limit=limit)
     sys.exit(report.exit_code)
+
+
+@cli.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option("--finding", "number", required=True, type=click.IntRange(min=1), help="The finding's # in the report.")
+@click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Run only this check (repeatable).")
+@click.option("--k", type=click.IntRange(min=2), help="Override every check's threshold k.")
+@fail_cleanly
+def explain(topology: Path, number: int, checks: tuple[str, ...], k: int | None) -> None:
+    """Explain finding N of `streamdetect check TOPOLOGY` (same --check and --k): the rows that produce it."""
+    model = load_topology(topology)
+    names = checks_to_run(model, checks or None)
+    views, table = load_data(model, with_table=needs_table(model, names) or model.table.source is not None)
+    report = run_checks(model, views, table=table, checks=names, k=k)
+    if number > len(report.findings):
+        raise TopologyError(f"--finding {number}: the report has {len(report.findings)} finding(s)")
+    finding = report.findings[number - 1]
+    console = Console()
+    console.print_json(json.dumps(finding.to_dict()))
+    if isinstance(finding, LinkageFinding):
+        sections = explain_linkage(model, views, finding)
+    elif isinstance(finding, AssociationCoverFinding):
+        sections = explain_cover(model, views, finding)
+    else:
+        assert table is not None  # the sind checks ran, so the table was read
+        sections = explain_sind(model, table, finding)
+    for title, frame in sections:
+        console.print(f"\n[bold]{title}[/bold]")
+        rendered = Table(show_header=True)
+        for column in frame.columns:
+            rendered.add_column(column)
+        for row in frame.iter_rows():
+            rendered.add_row(*(str(value) for value in row))
+        console.print(rendered)
 
 
 @cli.command()

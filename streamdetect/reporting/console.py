@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -19,16 +19,19 @@ def _value(value: object) -> str:
 
 
 def render_report(console: Console, report: Report, limit: int = 20) -> None:
-    """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel."""
+    """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel.
+
+    ``#`` is the finding's number for ``streamdetect explain --finding N`` (its position in the report).
+    """
+    numbers = {finding.id: number for number, finding in enumerate(report.findings, start=1)}
     for summary in report.checks:
         if summary.name in ("sind", "rsind"):
             classes = [f for f in report.findings if isinstance(f, SindFinding) and f.check == summary.name]
-            _render_sind(console, summary, classes, limit)
+            _render_sind(console, summary, classes, limit, numbers)
             continue
         if summary.name == "k-anonymity":
-            _render_covers(
-                console, summary, [f for f in report.findings if isinstance(f, AssociationCoverFinding)], limit
-            )
+            covers = [f for f in report.findings if isinstance(f, AssociationCoverFinding)]
+            _render_covers(console, summary, covers, limit, numbers)
             continue
         console.print(
             f"[bold]{summary.name}[/bold] (k = {summary.k}): {summary.channels} channels, "
@@ -45,6 +48,7 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
             if any(f.selections_differ for f in members):
                 title += marks
             table = Table(title=title, title_justify="left", show_lines=False)
+            table.add_column("#", justify="right")
             table.add_column("identifier")
             table.add_column("value")
             table.add_column("sensitive")
@@ -54,6 +58,7 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
             for finding in members[:limit]:
                 others = len(finding.channels) - 1
                 table.add_row(
+                    str(numbers[finding.id]),
                     finding.identifier_attribute,
                     _value(finding.identifier_value),
                     finding.sensitive_attribute,
@@ -78,7 +83,11 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
 
 
 def _render_covers(
-    console: Console, summary: CheckSummary, findings: list[AssociationCoverFinding], limit: int
+    console: Console,
+    summary: CheckSummary,
+    findings: list[AssociationCoverFinding],
+    limit: int,
+    numbers: Mapping[str, int],
 ) -> None:
     console.print(
         f"[bold]k-anonymity[/bold] (k = {summary.k}): minimal association covers smaller than k over the "
@@ -87,10 +96,11 @@ def _render_covers(
     if not findings:
         return
     table = Table(title="association covers (every instance pairs the value with one of these)", title_justify="left")
-    for column in ("identifier", "value", "sensitive", "cover", "views", "exact"):
+    for column in ("#", "identifier", "value", "sensitive", "cover", "views", "exact"):
         table.add_column(column)
     for finding in findings[:limit]:
         table.add_row(
+            str(numbers[finding.id]),
             finding.identifier_attribute,
             _value(finding.identifier_value),
             finding.sensitive_attribute,
@@ -103,7 +113,9 @@ def _render_covers(
         console.print(f"  ... and {len(findings) - limit} more (--limit, or --json for all)")
 
 
-def _render_sind(console: Console, summary: CheckSummary, findings: list[SindFinding], limit: int) -> None:
+def _render_sind(
+    console: Console, summary: CheckSummary, findings: list[SindFinding], limit: int, numbers: Mapping[str, int]
+) -> None:
     console.print(
         f"[bold]{summary.name}[/bold] (k = {summary.k}): classes of indistinguishable public tuples, "
         f"{summary.tasks} sensitive attribute(s)"
@@ -111,12 +123,13 @@ def _render_sind(console: Console, summary: CheckSummary, findings: list[SindFin
     if not findings:
         return
     table = Table(title="classes that do not protect their members", title_justify="left")
-    for column in ("sensitive", "members", "why", "exact"):
+    for column in ("#", "sensitive", "members", "why", "exact"):
         table.add_column(column)
     for finding in findings[:limit]:
         shown = [", ".join(f"{name}={_value(value)}" for name, value in member) for member in finding.members[:3]]
         more = f" (+{len(finding.members) - 3} more)" if len(finding.members) > 3 else ""
         table.add_row(
+            str(numbers[finding.id]),
             finding.sensitive_attribute,
             "; ".join(shown) + more,
             finding.reason,
