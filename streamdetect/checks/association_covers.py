@@ -95,8 +95,8 @@ class AssociationCoverCheck:
         for i, view in enumerate(topology.views):
             if view.where is not None:
                 raise UnsupportedCase(
-                    f"views[{i}] ({view.name}) has a selection; the k-anonymity check handles projection-only "
-                    "views in this version (the cell procedure of Yao et al. Figure 5 is not implemented yet)"
+                    f"views[{i}] ({view.name}) has a selection: the join-based method is for projection-only "
+                    "views (use the cell procedure, streamdetect.checks.selection_covers)"
                 )
         if effective_dependencies(topology.views, topology.table.functional_dependencies):
             raise UnsupportedCase(

@@ -258,3 +258,50 @@ def to_polars(  # noqa: PLR0911
     for expression in combined[1:]:
         result = (result & expression) if isinstance(predicate, And) else (result | expression)
     return result
+
+
+def _compare(operator: Operator, value: Scalar, target: Scalar) -> bool:
+    match operator:
+        case "=":
+            return value == target
+        case "!=":
+            return value != target
+        case "<":
+            return value < target  # type: ignore[operator]
+        case "<=":
+            return value <= target  # type: ignore[operator]
+        case ">":
+            return value > target  # type: ignore[operator]
+        case ">=":
+            return value >= target  # type: ignore[operator]
+
+
+def evaluate(predicate: Predicate, row: Mapping[str, Scalar | None]) -> bool | None:  # noqa: PLR0911
+    """The predicate on one row of Python values, with SQL's three-valued logic (None: unknown).
+
+    Used where rows are assignments being reasoned about (the cells of Yao et al.'s Figure 5),
+    not data frames. O(size of the predicate).
+    """
+    if isinstance(predicate, Comparison):
+        value = row.get(predicate.attribute)
+        if value is None:
+            return None
+        if isinstance(value, str) != isinstance(predicate.value, str):
+            return None
+        return _compare(predicate.operator, value, predicate.value)
+    if isinstance(predicate, Membership):
+        value = row.get(predicate.attribute)
+        if value is None:
+            return None
+        return (value in predicate.values) != predicate.negated
+    if isinstance(predicate, Not):
+        inner = evaluate(predicate.operand, row)
+        return None if inner is None else not inner
+    results = [evaluate(operand, row) for operand in predicate.operands]
+    if isinstance(predicate, And):
+        if any(r is False for r in results):
+            return False
+        return None if any(r is None for r in results) else True
+    if any(r is True for r in results):
+        return True
+    return None if any(r is None for r in results) else False

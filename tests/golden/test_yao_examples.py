@@ -38,15 +38,22 @@ def test_section_5_2_pitfall_is_caught_by_projection_facts_not_by_identifier_cou
     assert linkage == []  # the identifier-based count sees a1 linked to two values
 
 
-def test_selections_are_not_handled_yet_exit_2_and_say_so(tmp_path: Path) -> None:
+def test_selections_with_an_effective_fd_exit_2_and_say_so(tmp_path: Path) -> None:
     data = str(TOPOLOGIES / "data" / "yao") + "/"
     text = (TOPOLOGIES / "yao-figure1.yaml").read_text().replace("data/yao/", data)
     text = text.replace(
         f"    source: {data}fig1-v1.csv\n", f"    source: {data}fig1-v1.csv\n    where: \"Job = 'Manager'\"\n"
     )
+    text = text.replace(
+        "  sensitive: [Problem]\n", "  sensitive: [Problem]\n  functional_dependencies: ['Name -> Problem']\n"
+    )
     path = tmp_path / "topology.yaml"
     path.write_text(text)
     result = CliRunner().invoke(cli, ["check", str(path), "--check", "k-anonymity"])
     assert result.exit_code == 2
-    assert "has a selection" in result.stderr
+    assert "have selections and some functional dependency is effective" in result.stderr
     assert result.stdout == ""
+
+
+def test_figure2_john_obesity_through_selections() -> None:
+    assert _covers("yao-figure2.yaml", 2) == {("John", ("Obesity",))}

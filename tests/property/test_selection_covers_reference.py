@@ -1,0 +1,108 @@
+"""The cell procedure (Yao et al. Figure 5) against the definitions, for views with selections.
+
+Without FDs, T^v is every tuple t such that for each view, t satisfying its selection implies t's
+projection is one of its rows (a witness instance plus t still yields the views); w(p) is the part
+of T^v that the view of p selects and projects onto p. The reference enumerates tuples over a domain
+wide enough (k + 2 values beyond every literal) that unbounded projections show at least k values.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import Any
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamdetect.checks.selection_covers import SelectionCoverCheck
+from streamdetect.model.predicates import And, Comparison, Membership, Not, Or, Predicate, evaluate
+from streamdetect.model.topology import ViewDefinition
+
+ATTRIBUTES = ("A", "B", "C")
+
+
+def atoms(draw: st.DrawFn) -> Predicate:
+    attribute = draw(st.sampled_from(ATTRIBUTES))
+    if draw(st.booleans()):
+        return Comparison(attribute, draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="])), draw(st.integers(0, 3)))
+    return Membership(attribute, tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=2, unique=True))))
+
+
+@st.composite
+def selections(draw: st.DrawFn) -> Predicate | None:
+    shape = draw(st.sampled_from(["none", "atom", "and", "or", "not"]))
+    if shape == "none":
+        return None
+    if shape == "atom":
+        return atoms(draw)
+    if shape == "not":
+        return Not(atoms(draw))
+    pair = (atoms(draw), atoms(draw))
+    return And(pair) if shape == "and" else Or(pair)
+
+
+@st.composite
+def publications(draw: st.DrawFn) -> dict[str, Any]:
+    table = draw(st.lists(st.fixed_dictionaries({a: st.integers(0, 3) for a in ATTRIBUTES}), min_size=1, max_size=4))
+    views = []
+    for i in range(draw(st.integers(1, 3))):
+        chosen = draw(st.lists(st.sampled_from(ATTRIBUTES), min_size=1, max_size=2, unique=True))
+        projection = tuple(a for a in ATTRIBUTES if a in chosen)
+        views.append(ViewDefinition(f"v{i}", projection, draw(selections())))
+    identifier = draw(st.sampled_from(ATTRIBUTES))
+    sensitive = draw(st.sampled_from([a for a in ATTRIBUTES if a != identifier]))
+    return {
+        "table": table,
+        "views": tuple(views),
+        "identifier": identifier,
+        "sensitive": sensitive,
+        "k": draw(st.sampled_from([2, 3])),
+    }
+
+
+def _released(view: ViewDefinition, rows: list[dict[str, int]]) -> set[tuple[int, ...]]:
+    return {tuple(r[a] for a in view.attributes) for r in rows if view.where is None or evaluate(view.where, r)}
+
+
+def reference(case: dict[str, Any]) -> set[tuple[Any, frozenset[Any]]]:
+    k = case["k"]
+    domain = range(-k - 2, 4 + k + 2)
+    released = {view.name: _released(view, case["table"]) for view in case["views"]}
+    universe = []
+    for values in product(domain, repeat=len(ATTRIBUTES)):
+        t = dict(zip(ATTRIBUTES, values, strict=True))
+        if all(
+            not (view.where is None or evaluate(view.where, t))
+            or tuple(t[a] for a in view.attributes) in released[view.name]
+            for view in case["views"]
+        ):
+            universe.append(t)
+    covers = set()
+    for view in case["views"]:
+        for fact in released[view.name]:
+            tuples = [
+                t
+                for t in universe
+                if (view.where is None or evaluate(view.where, t)) and tuple(t[a] for a in view.attributes) == fact
+            ]
+            ids = {t[case["identifier"]] for t in tuples}
+            values = {t[case["sensitive"]] for t in tuples}
+            if len(ids) == 1 and len(values) < k:
+                covers.add((next(iter(ids)), frozenset(values)))
+    return {(a, c) for a, c in covers if not any(b == a and other < c for b, other in covers)}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications())
+def test_cells_equal_the_definition(case: dict[str, Any]) -> None:
+    frames = {
+        view.name: pl.DataFrame(
+            [dict(zip(view.attributes, row, strict=True)) for row in _released(view, case["table"])],
+            schema=dict.fromkeys(view.attributes, pl.Int64),
+        )
+        for view in case["views"]
+    }
+    check = SelectionCoverCheck(case["views"], (case["identifier"],), (case["sensitive"],), case["k"])
+    found = {(f.identifier_value, frozenset(f.sensitive_values)) for f in check.run(frames)}
+    assert found == reference(case)
