@@ -18,6 +18,7 @@ from streamdetect.checks.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.indistinguishability import SindCheck
+from streamdetect.checks.key_covers import key_covers, key_path
 from streamdetect.checks.linkage import LinkageCheck, run_linkage
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.checks.selection_covers import SelectionCoverCheck
@@ -173,7 +174,8 @@ def _k_anonymity(
     progress: Callable[[int, int], None] | None,
 ) -> list[AssociationCoverFinding]:
     """Yao et al.'s k-anonymity, by the method the subcase calls for: exact join-based (projection-only,
-    no effective FD), exact cell procedure (selections, no effective FD), conservative (effective FDs)."""
+    no effective FD), exact cell procedure (selections, no effective FD), exact join path (ID the key,
+    one join path, section 6.3.1), conservative (other effective FDs)."""
     table_schema = topology.table
     threshold = _threshold(topology, "k-anonymity", k)
     effective = effective_dependencies(topology.views, table_schema.functional_dependencies)
@@ -184,6 +186,18 @@ def _k_anonymity(
             "the k-anonymity check does not handle both together yet"
         )
     if effective:
+        paths = {
+            (e, p): key_path(topology.views, table_schema.functional_dependencies, table_schema.attributes, e, p)
+            for e in table_schema.identifiers
+            for p in table_schema.sensitive
+        }
+        if all(path is not None for path in paths.values()):
+            return [
+                finding
+                for (e, p), path in paths.items()
+                if path is not None
+                for finding in key_covers(path, views, views=topology.views, identifier=e, sensitive=p, k=threshold)
+            ]
         if table is None:
             raise TopologyError(
                 "k-anonymity with effective functional dependencies is checked conservatively "

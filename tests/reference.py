@@ -112,6 +112,8 @@ def instances(
     domains = {
         a: sorted({row[a] for name, schema in views.items() if a in schema for row in rows[name]}) for a in attributes
     }
+    # An attribute no view releases is unconstrained: one placeholder value stands for its domain.
+    domains = {a: values or ["\0any"] for a, values in domains.items()}
     projected = {name: {tuple(row[a] for a in schema) for row in rows[name]} for name, schema in views.items()}
     candidates = [
         dict(zip(attributes, values, strict=True))

@@ -46,3 +46,13 @@ def test_section_6_1_ineffective_fds() -> None:
     assert effective_dependencies(figure3, [FunctionalDependency(("Name",), ("Problem",))]) == [
         FunctionalDependency(("Name",), ("Problem",))
     ]
+
+
+def test_section_6_3_1_key_and_one_join_path_is_exact() -> None:
+    assert _covers("yao-section631.yaml") == [("Bill", ("HIV",), True)]
+    report = streamdetect.check(streamdetect.load_topology(TOPOLOGIES / "yao-section631.yaml"), k=3)
+    assert {(f.identifier_value, f.sensitive_values) for f in report.findings} == {
+        ("Bill", ("HIV",)),
+        ("George", ("Cold", "Obesity")),
+        ("John", ("Cold", "Obesity")),
+    }
