@@ -57,3 +57,24 @@ def test_selections_with_an_effective_fd_exit_2_and_say_so(tmp_path: Path) -> No
 
 def test_figure2_john_obesity_through_selections() -> None:
     assert _covers("yao-figure2.yaml", 2) == {("John", ("Obesity",))}
+
+
+def test_linkage_marks_channels_whose_views_have_different_selections(tmp_path: Path) -> None:
+    data = TOPOLOGIES / "data" / "yao" / "p1.csv"
+    path = tmp_path / "topology.yaml"
+    path.write_text(
+        "table:\n"
+        "  attributes: {Name: str, Job: str, Salary: int, Problem: str}\n"
+        "  identifiers: [Name]\n"
+        "  sensitive: [Problem]\n"
+        f"  source: {data}\n"
+        "views:\n"
+        "  - {name: high, attributes: [Name, Job], where: 'Salary > 80000'}\n"
+        "  - {name: problems, attributes: [Job, Problem]}\n"
+    )
+    report = streamdetect.check(streamdetect.load_topology(path), checks=["linkage"])
+    assert [(f.identifier_value, f.views, f.to_dict().get("selections_differ")) for f in report.findings] == [
+        ("Bill", ("high", "problems"), True)
+    ]
+    figure1 = streamdetect.check(streamdetect.load_topology(TOPOLOGIES / "yao-figure1.yaml"), checks=["linkage"])
+    assert not any(f.to_dict().get("selections_differ") for f in figure1.findings)
