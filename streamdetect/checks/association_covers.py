@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text
 from streamdetect.errors import UnsupportedCase
@@ -70,14 +70,6 @@ class AssociationCoverState:
             seen=SeenRows.from_document(document["seen"]),
             sets={(u, e, s, t): frame_from_text(text) for u, e, s, t, text in document["sets"]},
         )
-
-
-@dataclass(frozen=True)
-class AssociationCoverDelta:
-    """What an update changed: findings raised and cleared."""
-
-    raised: tuple[AssociationCoverFinding, ...]
-    cleared: tuple[AssociationCoverFinding, ...]
 
 
 @dataclass(frozen=True)
@@ -127,9 +119,9 @@ class AssociationCoverCheck:
 
     def update(
         self, state: AssociationCoverState, batch: Mapping[str, pl.DataFrame], progress: Progress | None = None
-    ) -> AssociationCoverDelta:
+    ) -> Delta[AssociationCoverFinding]:
         """Add new rows of one or more views; return the covers raised and cleared. Exact."""
-        before = {f.id: f for f in self.result(state)} if state.sets else {}
+        before = self.result(state) if state.sets else []
         attributes = {view.name: list(view.attributes) for view in self.views}
         total = len(batch) * len(self.views) * len(self.pairs) * 2
         done = 0
@@ -148,11 +140,7 @@ class AssociationCoverCheck:
                             self._apply(state, key, needed, name, new, first, cap, shared)
                         if progress is not None:
                             progress(done, total)
-        after = {f.id: f for f in self.result(state)}
-        return AssociationCoverDelta(
-            raised=tuple(f for key, f in after.items() if key not in before),
-            cleared=tuple(f for key, f in before.items() if key not in after),
-        )
+        return diff(before, self.result(state))
 
     def _apply(  # noqa: PLR0917 -- private; the update loop passes its whole context
         self,
@@ -182,7 +170,7 @@ class AssociationCoverCheck:
         current = state.sets.get(key)
         state.sets[key] = found if current is None else cap_per_key(pl.concat([current, found]), [PF], cap)
 
-    def merge(self, state: AssociationCoverState, other: AssociationCoverState) -> AssociationCoverDelta:
+    def merge(self, state: AssociationCoverState, other: AssociationCoverState) -> Delta[AssociationCoverFinding]:
         """Fold another partition's state in, exactly, by replaying its rows."""
         return self.update(state, other.seen.decoded())
 

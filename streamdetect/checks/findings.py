@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Generic, TypeVar, Union
 
 Scalar = Union[str, int, float, bool, dt.date, dt.datetime, None]
 
@@ -24,8 +25,57 @@ def stable_id(content: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def _association(
+    finding: LinkageFinding | AssociationCoverFinding,
+) -> dict[str, Any]:
+    """The JSON fields an identifier-to-sensitive finding shares."""
+    return {
+        "check": finding.check,
+        "k": finding.k,
+        "identifier": {"attribute": finding.identifier_attribute, "value": json_scalar(finding.identifier_value)},
+        "sensitive": {
+            "attribute": finding.sensitive_attribute,
+            "values": [json_scalar(value) for value in finding.sensitive_values],
+        },
+        "views": list(finding.views),
+    }
+
+
+class _Identified:
+    """A finding whose id is a hash of its JSON body."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def id(self) -> str:
+        """Stable id: a hash of everything the finding says."""
+        return str(self.to_dict()["id"])
+
+
+F = TypeVar("F")
+
+
 @dataclass(frozen=True)
-class LinkageFinding:
+class Delta(Generic[F]):
+    """What an update changed: findings raised and findings cleared (a changed finding is both)."""
+
+    raised: tuple[F, ...]
+    cleared: tuple[F, ...]
+
+
+def diff(before: Sequence[_Identified], after: Sequence[_Identified]) -> Delta[Any]:
+    """The findings in ``after`` and not ``before`` (raised), and the reverse (cleared), by id."""
+    old = {finding.id: finding for finding in before}
+    new = {finding.id: finding for finding in after}
+    return Delta(
+        raised=tuple(f for key, f in new.items() if key not in old),
+        cleared=tuple(f for key, f in old.items() if key not in new),
+    )
+
+
+@dataclass(frozen=True)
+class LinkageFinding(_Identified):
     """An identifier value linked to fewer than k sensitive values in some channel's joined view.
 
     ``views`` is one channel of the minimal level (the first in sort order), ``channels`` every channel
@@ -57,30 +107,16 @@ class LinkageFinding:
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
-        body: dict[str, Any] = {
-            "check": self.check,
-            "k": self.k,
-            "identifier": {"attribute": self.identifier_attribute, "value": json_scalar(self.identifier_value)},
-            "sensitive": {
-                "attribute": self.sensitive_attribute,
-                "values": [json_scalar(value) for value in self.sensitive_values],
-            },
-            "views": list(self.views),
-            "channels": [list(channel) for channel in self.channels],
-            "level": self.level,
-        }
+        body = _association(self)
+        body["channels"] = [list(channel) for channel in self.channels]
+        body["level"] = self.level
         if self.selections_differ:
             body["selections_differ"] = True
         return {"id": stable_id(body), **body}
 
-    @property
-    def id(self) -> str:
-        """Stable id: a hash of everything the finding says."""
-        return str(self.to_dict()["id"])
-
 
 @dataclass(frozen=True)
-class AssociationCoverFinding:
+class AssociationCoverFinding(_Identified):
     """A minimal association cover smaller than k (Yao, Wang & Jajodia 2005, section 3).
 
     Every table instance that yields the views pairs ``identifier_value`` with one of
@@ -99,27 +135,13 @@ class AssociationCoverFinding:
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
-        body: dict[str, Any] = {
-            "check": self.check,
-            "k": self.k,
-            "identifier": {"attribute": self.identifier_attribute, "value": json_scalar(self.identifier_value)},
-            "sensitive": {
-                "attribute": self.sensitive_attribute,
-                "values": [json_scalar(value) for value in self.sensitive_values],
-            },
-            "views": list(self.views),
-            "exact": self.exact,
-        }
+        body = _association(self)
+        body["exact"] = self.exact
         return {"id": stable_id(body), **body}
-
-    @property
-    def id(self) -> str:
-        """Stable id: a hash of everything the finding says."""
-        return str(self.to_dict()["id"])
 
 
 @dataclass(frozen=True)
-class SindFinding:
+class SindFinding(_Identified):
     """A class of symmetrically indistinguishable public tuples that does not protect its members.
 
     (Yao, Wang, Wang & Jajodia, Definitions 1-2.) ``members`` are the public (B) tuples of the class,
@@ -147,11 +169,6 @@ class SindFinding:
             "exact": self.exact,
         }
         return {"id": stable_id(body), **body}
-
-    @property
-    def id(self) -> str:
-        """Stable id: a hash of everything the finding says."""
-        return str(self.to_dict()["id"])
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.findings import SindFinding
+from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
@@ -59,14 +59,6 @@ class SindState:
 
     VERSION = 1
     rows: pl.DataFrame | None = None
-
-
-@dataclass(frozen=True)
-class SindDelta:
-    """Findings raised and cleared by an update."""
-
-    raised: tuple[SindFinding, ...]
-    cleared: tuple[SindFinding, ...]
 
 
 @dataclass(frozen=True)
@@ -99,9 +91,9 @@ class SindCheck:
         """No rows seen."""
         return SindState()
 
-    def update(self, state: SindState, table_rows: pl.DataFrame) -> SindDelta:
+    def update(self, state: SindState, table_rows: pl.DataFrame) -> Delta[SindFinding]:
         """Add new rows of the private table; return the findings raised and cleared."""
-        before = {f.id: f for f in self.result(state)} if state.rows is not None else {}
+        before = self.result(state) if state.rows is not None else []
         new = table_rows.select([*self.public, *self.sensitive])
         state.rows = new if state.rows is None else pl.concat([state.rows, new])
         duplicates = state.rows.select(self.public).is_duplicated()
@@ -112,11 +104,7 @@ class SindCheck:
                 f"row {row + 1} repeats another row's public values",
                 file=self.table_source,
             )
-        after = {f.id: f for f in self.result(state)}
-        return SindDelta(
-            raised=tuple(f for key, f in after.items() if key not in before),
-            cleared=tuple(f for key, f in before.items() if key not in after),
-        )
+        return diff(before, self.result(state))
 
     def _signature(self, rows: pl.DataFrame, view: ViewDefinition, sensitive: str, domain: Sequence[Any]) -> pl.Expr:
         projected = [a for a in view.attributes if a != sensitive]

@@ -26,7 +26,7 @@ from functools import cached_property
 
 import polars as pl
 
-from streamdetect.checks.findings import LinkageFinding
+from streamdetect.checks.findings import Delta, LinkageFinding, diff
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
@@ -97,14 +97,6 @@ class LinkageState:
             seen=SeenRows.from_document(document["seen"]),
             linked={(tuple(views), e, s): frame_from_text(text) for views, e, s, text in document["linked"]},
         )
-
-
-@dataclass(frozen=True)
-class LinkageDelta:
-    """What an update changed: findings raised and findings cleared."""
-
-    raised: tuple[LinkageFinding, ...]
-    cleared: tuple[LinkageFinding, ...]
 
 
 @dataclass(frozen=True)
@@ -181,13 +173,13 @@ class LinkageCheck:
         state: LinkageState,
         batch: Mapping[str, pl.DataFrame],
         progress: Progress | None = None,
-    ) -> LinkageDelta:
+    ) -> Delta[LinkageFinding]:
         """Add new rows of one or more views; return the findings raised and cleared.
 
         Exact. Work per view: for each task whose channel holds the view, one capped join of the new
         rows with the current rows of the other views, O(sum of sizes * k) plus cycle bags.
         """
-        before = {finding.id: finding for finding in self.result(state)} if state.linked else {}
+        before = self.result(state) if state.linked else []
         attributes = {view.name: list(view.attributes) for view in self.views}
         pending = [(name, frame) for name, frame in batch.items()]
         total = sum(1 for name, _ in pending for task in self.tasks if name in task.channel.views)
@@ -206,11 +198,7 @@ class LinkageCheck:
                     self._apply(state, task=task, changed=name, new_rows=new, cache=cache, shared=shared)
                 if progress is not None:
                     progress(done, total)
-        after = {finding.id: finding for finding in self.result(state)}
-        return LinkageDelta(
-            raised=tuple(f for key, f in after.items() if key not in before),
-            cleared=tuple(f for key, f in before.items() if key not in after),
-        )
+        return diff(before, self.result(state))
 
     def _apply(
         self,
@@ -240,7 +228,7 @@ class LinkageCheck:
             found if current is None else cap_per_key(pl.concat([current, found]), [task.identifier], self.k)
         )
 
-    def merge(self, state: LinkageState, other: LinkageState) -> LinkageDelta:
+    def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
         return self.update(state, other.seen.decoded())
 

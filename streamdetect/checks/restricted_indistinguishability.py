@@ -24,21 +24,13 @@ from typing import Any
 import networkx as nx
 import polars as pl
 
-from streamdetect.checks.findings import RsindFinding
+from streamdetect.checks.findings import Delta, RsindFinding, diff
 from streamdetect.checks.indistinguishability import SindState
 from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
 
 TYPE = "\0type"
-
-
-@dataclass(frozen=True)
-class RsindDelta:
-    """Findings raised and cleared by an update."""
-
-    raised: tuple[RsindFinding, ...]
-    cleared: tuple[RsindFinding, ...]
 
 
 @dataclass(frozen=True)
@@ -66,17 +58,13 @@ class RsindCheck:
         """No rows seen (the same state as the SIND check: the table's rows)."""
         return SindState()
 
-    def update(self, state: SindState, table_rows: pl.DataFrame) -> RsindDelta:
+    def update(self, state: SindState, table_rows: pl.DataFrame) -> Delta[RsindFinding]:
         """Add new rows of the private table; recompute the partition (not maintainable incrementally:
         a new row can change the best clique partition anywhere)."""
-        before = {f.id: f for f in self.result(state)} if state.rows is not None else {}
+        before = self.result(state) if state.rows is not None else []
         new = table_rows.select([*self.public, *self.sensitive])
         state.rows = new if state.rows is None else pl.concat([state.rows, new])
-        after = {f.id: f for f in self.result(state)}
-        return RsindDelta(
-            raised=tuple(f for key, f in after.items() if key not in before),
-            cleared=tuple(f for key, f in before.items() if key not in after),
-        )
+        return diff(before, self.result(state))
 
     def _images(self, rows: pl.DataFrame, sensitive: str, values: Sequence[Any]) -> pl.DataFrame:
         """Per row: its type key, from its current value and every view's image for every value."""
