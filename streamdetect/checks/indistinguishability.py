@@ -48,7 +48,8 @@ class SindClass:
     """One SIND class: its public tuples, the private values its members may take, how it was found."""
 
     members: tuple[tuple[tuple[str, Any], ...], ...]
-    possible: frozenset[Any]
+    #: private values the members may take, counted up to 2 (1: certain; 0: none consistent)
+    possible: int
     views: tuple[str, ...]
     exact: bool
 
@@ -143,17 +144,31 @@ class SindCheck:
             [self._signature(rows, view, sensitive, domain).alias(f"\0q{i}") for i, view in enumerate(relevant)]
         )
         columns = [f"\0q{i}" for i in range(len(relevant))]
-        table_values = rows.get_column(sensitive).drop_nulls().unique().to_list()
-        possible = self._possible_values(signatures, relevant, columns, sensitive, table_values)
-        blocks = signatures.group_by(columns or [pl.lit(0).alias("\0all")]).agg(pl.col("\0row"))
+        # Signatures as text keys: structs are not hashable in Python.
+        keys = signatures.with_columns(
+            [
+                pl.col(c).struct.json_encode().alias(c)
+                if signatures.schema[c] != pl.Boolean()
+                else pl.col(c).cast(pl.String).alias(c)
+                for c in columns
+            ]
+        )
+        domain_size = rows.get_column(sensitive).drop_nulls().n_unique()
+        allowed = self._group_values(keys, relevant, columns, sensitive)
+        blocks = keys.group_by(columns or [pl.lit(0).alias("\0all")]).agg(
+            pl.col("\0row"), *[pl.col(c).first().alias(f"{c}\0key") for c in columns]
+        )
         classes = []
         public = rows.select(self.public)
-        for block in blocks.get_column("\0row").to_list():
-            members = public[sorted(block)].sort(self.public).to_dicts()
+        for block in blocks.iter_rows(named=True):
+            members = public[sorted(block["\0row"])].sort(self.public).to_dicts()
+            constraints = [
+                allowed[c][block[f"{c}\0key"]] for c in columns if c in allowed and block[f"{c}\0key"] is not None
+            ]
             classes.append(
                 SindClass(
                     members=tuple(tuple(member.items()) for member in members),
-                    possible=frozenset(possible[block[0]]),
+                    possible=_at_most_two(constraints, domain_size),
                     views=tuple(sorted(view.name for view in relevant)),
                     exact=exact,
                 )
@@ -184,33 +199,46 @@ class SindCheck:
         for block in self.partition(state, sensitive):
             if len(block.members) < self.k:
                 reason = f"class of {len(block.members)} public tuple(s), fewer than k = {self.k}"
-            elif len(block.possible) <= 1:
+            elif block.possible <= 1:
                 reason = "every member can take only one private value"
             else:
                 continue
             findings.append(SindFinding(self.k, sensitive, block.members, block.views, reason, block.exact))
         return findings
 
-    def _possible_values(
-        self,
-        signatures: pl.DataFrame,
-        views: Sequence[ViewDefinition],
-        columns: Sequence[str],
-        sensitive: str,
-        domain: Sequence[Any],
-    ) -> dict[int, set[Any]]:
-        """Per row, the P values its view groups allow (intersection over views that select it)."""
-        possible = {row: set(domain) for row in signatures.get_column("\0row").to_list()}
+    def _group_values(
+        self, keys: pl.DataFrame, views: Sequence[ViewDefinition], columns: Sequence[str], sensitive: str
+    ) -> dict[str, dict[str, set[Any]]]:
+        """Per view projecting P, per signature: the distinct P values its group shows in the view."""
+        allowed: dict[str, dict[str, set[Any]]] = {}
         for view, column in zip(views, columns, strict=True):
             if sensitive not in view.attributes:
                 continue
             groups = (
-                signatures.filter(pl.col(column).is_not_null())
+                keys.filter(pl.col(column).is_not_null())
                 .group_by(column)
-                .agg(pl.col("\0row"), pl.col(sensitive).drop_nulls().unique().alias("\0values"))
+                .agg(pl.col(sensitive).drop_nulls().unique().alias("\0values"))
             )
-            for members, values in groups.select("\0row", "\0values").iter_rows():
-                allowed = set(values)
-                for row in members:
-                    possible[row] &= allowed
-        return possible
+            allowed[column] = {key: set(values) for key, values in groups.iter_rows()}
+        return allowed
+
+
+def _text_key(column: str, dtype: pl.DataType) -> pl.Expr:
+    """A signature column as hashable text (null stays null: not selected)."""
+    if isinstance(dtype, pl.Struct):
+        return pl.col(column).struct.json_encode().alias(column)
+    return pl.col(column).cast(pl.String).alias(column)
+
+
+def _at_most_two(constraints: Sequence[set[Any]], domain_size: int) -> int:
+    """How many private values a class may take, counted up to 2 (the intersection of its groups'
+    value sets; the table's whole domain when no view constrains it). Intersects smallest first."""
+    if not constraints:
+        return min(domain_size, 2)
+    ordered = sorted(constraints, key=len)
+    if len(ordered) == 1:
+        return min(len(ordered[0]), 2)
+    common = set(ordered[0])
+    for values in ordered[1:]:
+        common &= values
+    return min(len(common), 2)

@@ -26,11 +26,13 @@ import polars as pl
 
 from streamdetect.checks.findings import Delta, RsindFinding, diff
 from streamdetect.checks.indistinguishability import SindState
-from streamdetect.errors import TopologyError
+from streamdetect.errors import TopologyError, UnsupportedCase
 from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
 
 TYPE = "\0type"
+#: The CSIND graph is built over pairs of row types: beyond this many, refuse rather than run for hours.
+MAX_TYPES = 5_000
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,11 @@ class RsindCheck:
         imaged = self._images(rows, sensitive, values)
         image_columns = [c for c in imaged.columns if "\0" in c and c != "\0row"]
         types = imaged.group_by([sensitive, *image_columns]).agg(pl.col("\0row"))
+        if types.height > MAX_TYPES:
+            raise UnsupportedCase(
+                f"rsind: {types.height:,} distinct row types for {sensitive!r}; the CSIND graph is built pairwise "
+                f"(quadratic) and this version stops at {MAX_TYPES:,} types"
+            )
         keys = types.select([sensitive, *image_columns]).to_dicts()
         members = types.get_column("\0row").to_list()
         graph = nx.Graph()
