@@ -13,16 +13,14 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.association_covers import AssociationCoverCheck
-from streamdetect.checks.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
-from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.indistinguishability import SindCheck
-from streamdetect.checks.key_covers import key_covers, key_path
+from streamdetect.checks.k_anonymity import k_anonymity_check
+from streamdetect.checks.k_anonymity import needs_table as k_anonymity_needs_table
 from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.checks.recomputed import RecomputedCheck
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
-from streamdetect.checks.selection_covers import SelectionCoverCheck
-from streamdetect.errors import TopologyError, UnsupportedCase
+from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 
 Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
@@ -42,9 +40,7 @@ def needs_table(topology: Topology, checks: Sequence[str]) -> bool:
     conservatively because of effective functional dependencies."""
     if TABLE_CHECKS & set(checks):
         return True
-    return "k-anonymity" in checks and bool(
-        effective_dependencies(topology.views, topology.table.functional_dependencies)
-    )
+    return "k-anonymity" in checks and k_anonymity_needs_table(topology)
 
 
 ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
@@ -173,44 +169,8 @@ def _k_anonymity(
     k: int | None,
     progress: Callable[[int, int], None] | None,
 ) -> list[AssociationCoverFinding]:
-    """Yao et al.'s k-anonymity, by the method the subcase calls for: exact join-based (projection-only,
-    no effective FD), exact cell procedure (selections, no effective FD), exact join path (ID the key,
-    one join path, section 6.3.1), conservative (other effective FDs)."""
-    table_schema = topology.table
-    threshold = _threshold(topology, "k-anonymity", k)
-    effective = effective_dependencies(topology.views, table_schema.functional_dependencies)
-    selections = [view.name for view in topology.views if view.where is not None]
-    if effective and selections:
-        raise UnsupportedCase(
-            f"views {', '.join(selections)} have selections and some functional dependency is effective: "
-            "the k-anonymity check does not handle both together yet"
-        )
-    if effective:
-        paths = {
-            (e, p): key_path(topology.views, table_schema.functional_dependencies, table_schema.attributes, e, p)
-            for e in table_schema.identifiers
-            for p in table_schema.sensitive
-        }
-        if all(path is not None for path in paths.values()):
-            return [
-                finding
-                for (e, p), path in paths.items()
-                if path is not None
-                for finding in key_covers(path, views, views=topology.views, identifier=e, sensitive=p, k=threshold)
-            ]
-        if table is None:
-            raise TopologyError(
-                "k-anonymity with effective functional dependencies is checked conservatively "
-                "against the private table: set table.source",
-                file=topology.path,
-                key="table.source",
-            )
-        conservative = ConservativeCoverCheck(
-            topology.views, table_schema.identifiers, table_schema.sensitive, tuple(effective), threshold
-        )
-        return conservative.run(views, table)
-    if selections:
-        cells = SelectionCoverCheck(topology.views, table_schema.identifiers, table_schema.sensitive, threshold)
-        return cells.run(views)
-    covers = AssociationCoverCheck.from_topology(topology, k=k)
-    return list(covers.update(covers.initialize(), views, progress).raised)
+    """Yao et al.'s k-anonymity by the method the subcase calls for (:mod:`streamdetect.checks.k_anonymity`)."""
+    check = k_anonymity_check(topology, k)
+    if isinstance(check, RecomputedCheck):
+        return list(check.update(check.initialize(), views, table).raised)
+    return list(check.update(check.initialize(), views, progress).raised)

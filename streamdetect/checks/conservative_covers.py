@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.errors import TopologyError
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 
 
@@ -76,8 +77,14 @@ class ConservativeCoverCheck:
                 chosen.append(attribute)
         return chosen
 
-    def run(self, views: Mapping[str, pl.DataFrame], table: pl.DataFrame) -> list[AssociationCoverFinding]:
-        """Possible violations, per (identifier, sensitive) pair, sorted."""
+    def run(self, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None) -> list[AssociationCoverFinding]:
+        """Possible violations, per (identifier, sensitive) pair, sorted. Needs the table's rows."""
+        if table is None:
+            raise TopologyError(
+                "k-anonymity with effective functional dependencies is checked conservatively "
+                "against the private table: set table.source",
+                key="table.source",
+            )
         findings = []
         for identifier in self.identifiers:
             for sensitive in self.sensitive:

@@ -76,8 +76,10 @@ class SelectionCoverCheck:
     sensitive: tuple[str, ...]
     k: int = 2
 
-    def run(self, frames: Mapping[str, pl.DataFrame]) -> list[AssociationCoverFinding]:
-        """Every minimal cover below k, for every (ID, P) pair held by the views."""
+    def run(
+        self, frames: Mapping[str, pl.DataFrame], table: pl.DataFrame | None = None
+    ) -> list[AssociationCoverFinding]:
+        """Every minimal cover below k, for every (ID, P) pair held by the views (``table`` unused)."""
         rows = {view.name: frames[view.name].select(view.attributes).unique().rows() for view in self.views}
         known: dict[str, set[Any]] = {}
         for view in self.views:

@@ -1,0 +1,90 @@
+"""initialize / update / result for the checks that are recomputed from every row per batch.
+
+The cell procedure (selections), the key-path check and the conservative FD check have no exact
+incremental form here: a new row can change every cell, matching or signature. This adapter gives
+them the same explicit, serializable, mergeable state as the incremental checks (the rows seen per
+view, and the table's rows for publisher-side methods), so the batch run and a stream worker call
+the same code; each update recomputes the result and returns what it raised and cleared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import polars as pl
+
+from streamdetect.checks.findings import Delta, _Identified, diff
+from streamdetect.checks.seen_rows import frame_from_text, frame_to_text
+
+F = TypeVar("F", bound=_Identified)
+Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
+
+
+@dataclass
+class RowsState:
+    """Every row seen, per view, and the table's rows when the method needs them."""
+
+    VERSION = 1
+    views: dict[str, pl.DataFrame] = field(default_factory=dict)
+    table: pl.DataFrame | None = None
+
+    def to_bytes(self) -> bytes:
+        """Serialize (JSON envelope with Arrow IPC frames)."""
+        document = {
+            "version": self.VERSION,
+            "views": {name: frame_to_text(frame) for name, frame in self.views.items()},
+            "table": frame_to_text(self.table) if self.table is not None else None,
+        }
+        return json.dumps(document).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RowsState:
+        """Inverse of :meth:`to_bytes`; refuses a state of another version."""
+        document = json.loads(data)
+        if document.get("version") != cls.VERSION:
+            raise ValueError(f"rows state version {document.get('version')!r}; expected {cls.VERSION}")
+        table = document["table"]
+        return cls(
+            views={name: frame_from_text(text) for name, text in document["views"].items()},
+            table=frame_from_text(table) if table is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class RecomputedCheck(Generic[F]):
+    """A check recomputed per batch by ``compute(views, table)``, behind the incremental interface.
+
+    ``views`` names every view: like the incremental checks, nothing is found until each has rows.
+    """
+
+    compute: Compute[F]
+    views: tuple[str, ...]
+
+    def initialize(self) -> RowsState:
+        """No rows seen."""
+        return RowsState()
+
+    def update(
+        self, state: RowsState, batch: Mapping[str, pl.DataFrame], table_rows: pl.DataFrame | None = None
+    ) -> Delta[F]:
+        """Add rows (of views, and of the table); recompute; return what was raised and cleared."""
+        before = self.result(state) if state.views else []
+        for name, frame in batch.items():
+            old = state.views.get(name)
+            state.views[name] = frame if old is None else pl.concat([old, frame])
+        if table_rows is not None:
+            state.table = table_rows if state.table is None else pl.concat([state.table, table_rows])
+        return diff(before, self.result(state))
+
+    def result(self, state: RowsState) -> list[F]:
+        """The findings for every row seen (none until every view has rows)."""
+        if any(name not in state.views for name in self.views):
+            return []
+        return self.compute({name: frame.unique() for name, frame in state.views.items()}, state.table)
+
+    def merge(self, state: RowsState, other: RowsState) -> Delta[F]:
+        """Fold another partition's rows in."""
+        return self.update(state, other.views, other.table)
