@@ -31,7 +31,7 @@ import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.functional_dependencies import effective_dependencies
-from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text
+from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
@@ -63,9 +63,7 @@ class AssociationCoverState:
     @classmethod
     def from_bytes(cls, data: bytes) -> AssociationCoverState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
-        document = json.loads(data)
-        if document.get("version") != cls.VERSION:
-            raise ValueError(f"association-cover state version {document.get('version')!r}; expected {cls.VERSION}")
+        document = versioned_document(data, cls.VERSION, "association-cover")
         return cls(
             seen=SeenRows.from_document(document["seen"]),
             sets={(u, e, s, t): frame_from_text(text) for u, e, s, t, text in document["sets"]},

@@ -43,6 +43,17 @@ SIGNATURE = "\0signature"
 NOT_SELECTED = "\0not selected"
 
 
+def publisher_settings(topology: Topology, name: str, k: int | None) -> tuple[tuple[str, ...], int]:
+    """The public attributes B and the threshold of a publisher-side check; it needs ``table.source``."""
+    if topology.table.source is None:
+        raise TopologyError(
+            f"the {name} check needs the private table: set table.source", file=topology.path, key="table.source"
+        )
+    config = topology.check_config(name)
+    threshold = k if k is not None else (config.k if config is not None else 2)
+    return tuple(a for a in topology.table.attributes if a not in topology.table.sensitive), threshold
+
+
 @dataclass(frozen=True)
 class SindClass:
     """One SIND class: its public tuples, the private values its members may take, how it was found."""
@@ -75,13 +86,7 @@ class SindCheck:
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> SindCheck:
         """The check as configured; the table's rows come with the data (``table.source``)."""
-        if topology.table.source is None:
-            raise TopologyError(
-                "the sind check needs the private table: set table.source", file=topology.path, key="table.source"
-            )
-        config = topology.check_config("sind")
-        threshold = k if k is not None else (config.k if config is not None else 2)
-        public = tuple(a for a in topology.table.attributes if a not in topology.table.sensitive)
+        public, threshold = publisher_settings(topology, "sind", k)
         return cls(topology.views, public, topology.table.sensitive, threshold, topology.table.source)
 
     def exact_for(self, sensitive: str) -> bool:

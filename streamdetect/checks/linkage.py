@@ -27,7 +27,7 @@ from functools import cached_property
 import polars as pl
 
 from streamdetect.checks.findings import Delta, LinkageFinding, diff
-from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text
+from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import decode
@@ -90,9 +90,7 @@ class LinkageState:
     @classmethod
     def from_bytes(cls, data: bytes) -> LinkageState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
-        document = json.loads(data)
-        if document.get("version") != cls.VERSION:
-            raise ValueError(f"linkage state version {document.get('version')!r}; expected {cls.VERSION}")
+        document = versioned_document(data, cls.VERSION, "linkage")
         return cls(
             seen=SeenRows.from_document(document["seen"]),
             linked={(tuple(views), e, s): frame_from_text(text) for views, e, s, text in document["linked"]},

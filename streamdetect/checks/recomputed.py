@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 import polars as pl
 
 from streamdetect.checks.findings import Delta, _Identified, diff
-from streamdetect.checks.seen_rows import frame_from_text, frame_to_text
+from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, versioned_document
 
 F = TypeVar("F", bound=_Identified)
 Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
@@ -43,9 +43,7 @@ class RowsState:
     @classmethod
     def from_bytes(cls, data: bytes) -> RowsState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
-        document = json.loads(data)
-        if document.get("version") != cls.VERSION:
-            raise ValueError(f"rows state version {document.get('version')!r}; expected {cls.VERSION}")
+        document = versioned_document(data, cls.VERSION, "rows")
         table = document["table"]
         return cls(
             views={name: frame_from_text(text) for name, text in document["views"].items()},

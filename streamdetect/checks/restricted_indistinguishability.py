@@ -25,8 +25,8 @@ import networkx as nx
 import polars as pl
 
 from streamdetect.checks.findings import Delta, RsindFinding, diff
-from streamdetect.checks.indistinguishability import SindState
-from streamdetect.errors import TopologyError, UnsupportedCase
+from streamdetect.checks.indistinguishability import SindState, publisher_settings
+from streamdetect.errors import UnsupportedCase
 from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
 
@@ -47,13 +47,7 @@ class RsindCheck:
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> RsindCheck:
         """The check as configured; it needs the private table (``table.source``)."""
-        if topology.table.source is None:
-            raise TopologyError(
-                "the rsind check needs the private table: set table.source", file=topology.path, key="table.source"
-            )
-        config = topology.check_config("rsind")
-        threshold = k if k is not None else (config.k if config is not None else 2)
-        public = tuple(a for a in topology.table.attributes if a not in topology.table.sensitive)
+        public, threshold = publisher_settings(topology, "rsind", k)
         return cls(topology.views, public, topology.table.sensitive, threshold)
 
     def initialize(self) -> SindState:

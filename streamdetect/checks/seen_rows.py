@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,3 +78,11 @@ class SeenRows:
             rows={name: frame_from_text(text) for name, text in document["rows"].items()},
             dictionaries={name: dictionaries.get_column(name).explode().alias(name) for name in dictionaries.columns},
         )
+
+
+def versioned_document(data: bytes, version: int, kind: str) -> dict[str, Any]:
+    """The JSON document of a serialized state, refusing one of another version."""
+    document: dict[str, Any] = json.loads(data)
+    if document.get("version") != version:
+        raise ValueError(f"{kind} state version {document.get('version')!r}; expected {version}")
+    return document

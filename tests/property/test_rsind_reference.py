@@ -15,23 +15,12 @@ from hypothesis import strategies as st
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.model.predicates import Comparison, Membership, Or, Predicate
 from streamdetect.model.topology import ViewDefinition
-from tests.property.test_sind_reference import _holds
-
-DOMAIN = ["x", "y", "z"]
+from tests.property.test_sind_reference import DOMAIN, _holds, tables
 
 
 @st.composite
 def publications(draw: st.DrawFn) -> dict[str, Any]:
-    size = draw(st.integers(2, 5))
-    rows = draw(
-        st.lists(
-            st.fixed_dictionaries({"A": st.integers(0, 2), "B": st.integers(0, 1)}),
-            min_size=size,
-            max_size=size,
-            unique_by=lambda r: (r["A"], r["B"]),
-        )
-    )
-    private = draw(st.lists(st.sampled_from(DOMAIN), min_size=len(rows), max_size=len(rows)))
+    rows, private = draw(tables())
     views = []
     for i in range(draw(st.integers(1, 2))):
         projection = (*draw(st.lists(st.sampled_from(["A", "B"]), max_size=1, unique=True)), "P")

@@ -40,7 +40,8 @@ def _holds(predicate: Predicate | None, row: dict[str, Any]) -> bool:
 
 
 @st.composite
-def publications(draw: st.DrawFn, on_private: bool) -> dict[str, Any]:
+def tables(draw: st.DrawFn) -> tuple[list[dict[str, int]], list[str]]:
+    """2 to 5 public tuples over (A, B), a key, and their private values."""
     size = draw(st.integers(2, 5))
     rows = draw(
         st.lists(
@@ -51,6 +52,12 @@ def publications(draw: st.DrawFn, on_private: bool) -> dict[str, Any]:
         )
     )
     private = draw(st.lists(st.sampled_from(DOMAIN), min_size=len(rows), max_size=len(rows)))
+    return rows, private
+
+
+@st.composite
+def publications(draw: st.DrawFn, on_private: bool) -> dict[str, Any]:
+    rows, private = draw(tables())
     views = []
     for i in range(draw(st.integers(1, 2))):
         projection = (*draw(st.lists(st.sampled_from(["A", "B"]), max_size=2, unique=True)), "P")
