@@ -6,7 +6,8 @@
 - the identifier is the key with one join path to P (6.3.1): exact (:mod:`.key_covers`);
 - other effective FDs: the conservative complete-signature check of section 7, against the private
   table (:mod:`.conservative_covers`);
-- selections together with an effective FD: not handled yet (:class:`UnsupportedCase`).
+- the identifier is the key, two views with one selection (6.3.2): exact by matchings (:mod:`.key_matching`);
+- other selections together with an effective FD: not handled yet (:class:`UnsupportedCase`).
 
 The last three are recomputed per batch behind the same interface (:mod:`.recomputed`).
 """
@@ -18,6 +19,7 @@ from streamdetect.checks.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.key_covers import KeyPathCoverCheck, key_path
+from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
 from streamdetect.checks.recomputed import RecomputedCheck
 from streamdetect.checks.selection_covers import SelectionCoverCheck
 from streamdetect.errors import UnsupportedCase
@@ -35,6 +37,15 @@ def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityChe
     selections = [view.name for view in topology.views if view.where is not None]
     names = tuple(view.name for view in topology.views)
     if effective and selections:
+        pairs = [(e, p) for e in schema.identifiers for p in schema.sensitive]
+        cases = {
+            pair: matching_subcase(topology.views, schema.functional_dependencies, schema.attributes, *pair)
+            for pair in pairs
+        }
+        case = cases[pairs[0]] if len(pairs) == 1 else None
+        if case is not None:
+            matching = KeyMatchingCoverCheck(case[0], case[1], pairs[0][0], pairs[0][1], threshold)
+            return RecomputedCheck(matching.run, names)
         raise UnsupportedCase(
             f"views {', '.join(selections)} have selections and some functional dependency is effective: "
             "the k-anonymity check does not handle both together yet"

@@ -197,3 +197,16 @@ def _project(
             elif target == "values" and values is not None:
                 values.add(assignment[attribute])
     return (ids, values) if satisfiable else None
+
+
+def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: int = 2) -> bool:
+    """Whether some tuple with the ``fixed`` values satisfies every condition (quantifier elimination
+    by representative values, as for the cells)."""
+    known: dict[str, set[Any]] = {a: {v} for a, v in fixed.items()}
+    for condition in conditions:
+        for attribute, value in literals_of(condition):
+            known.setdefault(attribute, set()).add(value)
+    representatives = {a: _representatives(values, cap) for a, values in known.items()}
+    cell = _Cell(dict(fixed), [(condition, True) for condition in conditions], ())
+    # No projection is wanted: a placeholder attribute stands for both.
+    return _project(cell, representatives, "\0none", "\0none") is not None
