@@ -56,3 +56,20 @@ def test_section_6_3_1_key_and_one_join_path_is_exact() -> None:
         ("George", ("Cold", "Obesity")),
         ("John", ("Cold", "Obesity")),
     }
+
+
+def test_figure3_reading_is_what_every_instance_shows() -> None:
+    # Enumerating every instance that yields Figure 3's views and keeps Name -> Problem: all three
+    # associations are certain, not only John's (docs/design.md, "Reading of Figure 3").
+    from tests.reference import association_cover_reference
+
+    views = {"v1": ("Name", "Charge"), "v2": ("Charge", "Problem")}
+    rows = {
+        "v1": [{"Name": n, "Charge": c} for n, c in [("George", 20), ("John", 20), ("John", 30), ("Bill", 30)]],
+        "v2": [{"Charge": c, "Problem": p} for c, p in [(20, "Cold"), (20, "Obesity"), (30, "Obesity"), (30, "HIV")]],
+    }
+    covers = association_cover_reference(
+        ("Name", "Charge", "Problem"), views, rows, ["Name"], ["Problem"], 2, [(("Name",), "Problem")]
+    )
+    expected = {(value, values) for value, values, _ in _covers("yao-figure3.yaml")}
+    assert {(a, tuple(sorted(c))) for _, a, _, c in covers} == expected
