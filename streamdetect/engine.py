@@ -172,5 +172,12 @@ def _k_anonymity(
     """Yao et al.'s k-anonymity by the method the subcase calls for (:mod:`streamdetect.checks.k_anonymity`)."""
     check = k_anonymity_check(topology, k)
     if isinstance(check, RecomputedCheck):
+        if check.needs_table and table is None:
+            raise TopologyError(
+                "k-anonymity with effective functional dependencies is checked conservatively "
+                "against the private table: set table.source",
+                file=topology.path,
+                key="table.source",
+            )
         return list(check.update(check.initialize(), views, table).raised)
     return list(check.update(check.initialize(), views, progress).raised)

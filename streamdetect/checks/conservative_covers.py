@@ -18,14 +18,17 @@ the table's associations.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import product
 from typing import Any
 
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.selection_covers import representatives
 from streamdetect.errors import TopologyError
+from streamdetect.model.predicates import Predicate, evaluate, literals_of
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 
 
@@ -98,7 +101,9 @@ class ConservativeCoverCheck:
         if not holders or not any(identifier in view.attributes for view in self.views):
             return []
         signatures: dict[Any, list[Any]] = {}
-        for holder in holders:
+        if any(view.where is not None for view in self.views):
+            signatures = _swap_signatures(self.views, views, table, sensitive)
+        for holder in holders if not signatures else []:
             columns = self.signature_attributes(holder, identifier, sensitive)
             rows = views[holder.name].drop_nulls(sensitive)
             for value, group in rows.group_by(sensitive):
@@ -129,3 +134,50 @@ class ConservativeCoverCheck:
                     )
                 )
         return findings
+
+
+def _swap_signatures(
+    definitions: Sequence[ViewDefinition],
+    views: Mapping[str, pl.DataFrame],
+    table: pl.DataFrame,
+    sensitive: str,
+) -> dict[Any, list[Any]]:
+    """Signatures under which equal values can be swapped in every tuple of an instance (views with
+    selections). Renaming b1 <-> b2 in column P maps an instance to another one that keeps every FD
+    (a bijection on P's values) and yields the same views when (1) every view projecting P shows the
+    same rows for b1 as for b2 (other columns), and (2) every selection mentioning P is true for the
+    same tuples whichever of b1, b2 they hold (compared over representative values of its other
+    attributes). So equal signatures imply symmetric values (Yao et al., section 7), with any
+    selections and FDs: finer than the complete signature, still sound."""
+    values = set(table.get_column(sensitive).drop_nulls().to_list())
+    for definition in definitions:
+        if sensitive in definition.attributes:
+            values |= set(views[definition.name].get_column(sensitive).drop_nulls().to_list())
+    signatures: dict[Any, list[Any]] = {value: [] for value in values}
+    for definition in definitions:
+        if sensitive in definition.attributes:
+            others = [a for a in definition.attributes if a != sensitive]
+            rows = views[definition.name].drop_nulls(sensitive)
+            shown: dict[Any, frozenset[Any]] = {
+                key[0]: frozenset(group.select(others).rows()) for key, group in rows.group_by(sensitive)
+            }
+            for value in values:
+                signatures[value].append(shown.get(value, frozenset()))
+        if definition.where is not None and sensitive in definition.selection_attributes:
+            for value in values:
+                signatures[value].append(_truth_table(definition.where, sensitive, value))
+    return signatures
+
+
+def _truth_table(condition: Predicate, sensitive: str, value: Any) -> tuple[bool | None, ...]:
+    """The condition with P = value, over representatives of its other attributes' regions."""
+    known: dict[str, set[Any]] = {}
+    for attribute, literal in literals_of(condition):
+        if attribute != sensitive:
+            known.setdefault(attribute, set()).add(literal)
+    others = sorted(known)
+    options = [[r.value for r in representatives(known[a], 2)] for a in others]
+    return tuple(
+        evaluate(condition, {**dict(zip(others, combination, strict=True)), sensitive: value})
+        for combination in product(*options)
+    )

@@ -7,7 +7,7 @@
 - other effective FDs: the conservative complete-signature check of section 7, against the private
   table (:mod:`.conservative_covers`);
 - the identifier is the key, two views with one selection (6.3.2): exact by matchings (:mod:`.key_matching`);
-- other selections together with an effective FD: not handled yet (:class:`UnsupportedCase`).
+- other selections together with an effective FD: the conservative check with swap signatures.
 
 The last three are recomputed per batch behind the same interface (:mod:`.recomputed`).
 """
@@ -22,7 +22,6 @@ from streamdetect.checks.key_covers import KeyPathCoverCheck, key_path
 from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
 from streamdetect.checks.recomputed import RecomputedCheck
 from streamdetect.checks.selection_covers import SelectionCoverCheck
-from streamdetect.errors import UnsupportedCase
 from streamdetect.model.topology import Topology
 
 KAnonymityCheck = AssociationCoverCheck | RecomputedCheck[AssociationCoverFinding]
@@ -46,11 +45,7 @@ def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityChe
         if case is not None:
             matching = KeyMatchingCoverCheck(case[0], case[1], pairs[0][0], pairs[0][1], threshold)
             return RecomputedCheck(matching.run, names)
-        raise UnsupportedCase(
-            f"views {', '.join(selections)} have selections and some functional dependency is effective: "
-            "the k-anonymity check does not handle both together yet"
-        )
-    if selections:
+    if selections and not effective:
         cells = SelectionCoverCheck(topology.views, schema.identifiers, schema.sensitive, threshold)
         return RecomputedCheck(cells.run, names)
     if not effective:
@@ -60,23 +55,16 @@ def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityChe
         for e in schema.identifiers
         for p in schema.sensitive
     }
-    if all(path is not None for path in paths.values()):
+    if not selections and all(path is not None for path in paths.values()):
         known = {pair: path for pair, path in paths.items() if path is not None}
         return RecomputedCheck(KeyPathCoverCheck(topology.views, known, threshold).run, names)
     conservative = ConservativeCoverCheck(
         topology.views, schema.identifiers, schema.sensitive, tuple(effective), threshold
     )
-    return RecomputedCheck(conservative.run, names)
+    return RecomputedCheck(conservative.run, names, needs_table=True)
 
 
 def needs_table(topology: Topology) -> bool:
     """Whether the k-anonymity check reads the private table: only the conservative method does."""
-    schema = topology.table
-    effective = effective_dependencies(topology.views, schema.functional_dependencies)
-    if not effective or any(view.where is not None for view in topology.views):
-        return False
-    return any(
-        key_path(topology.views, schema.functional_dependencies, schema.attributes, e, p) is None
-        for e in schema.identifiers
-        for p in schema.sensitive
-    )
+    check = k_anonymity_check(topology)
+    return isinstance(check, RecomputedCheck) and check.needs_table

@@ -55,11 +55,14 @@ class RowsState:
 class RecomputedCheck(Generic[F]):
     """A check recomputed per batch by ``compute(views, table)``, behind the incremental interface.
 
-    ``views`` names every view: like the incremental checks, nothing is found until each has rows.
+    ``views`` names every view: like the incremental checks, nothing is found until each has rows
+    (and the table's, when ``needs_table``).
     """
 
     compute: Compute[F]
     views: tuple[str, ...]
+    #: whether ``compute`` reads the private table's rows (publisher-side methods)
+    needs_table: bool = False
 
     def initialize(self) -> RowsState:
         """No rows seen."""
@@ -79,7 +82,7 @@ class RecomputedCheck(Generic[F]):
 
     def result(self, state: RowsState) -> list[F]:
         """The findings for every row seen (none until every view has rows)."""
-        if any(name not in state.views for name in self.views):
+        if any(name not in state.views for name in self.views) or (self.needs_table and state.table is None):
             return []
         return self.compute({name: frame.unique() for name, frame in state.views.items()}, state.table)
 

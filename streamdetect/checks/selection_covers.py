@@ -43,6 +43,11 @@ class Representative:
     unbounded: bool = False
 
 
+def representatives(known: set[Any], cap: int) -> list[Representative]:
+    """Values covering every region the ``known`` literals split a domain into (module docstring)."""
+    return _representatives(known, cap)
+
+
 def _representatives(known: set[Any], cap: int) -> list[Representative]:
     numbers = [v for v in known if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if known and len(numbers) == len(known):
