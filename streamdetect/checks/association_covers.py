@@ -81,17 +81,19 @@ class AssociationCoverCheck:
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> AssociationCoverCheck:
-        """The check as the topology configures it; refuses the subcases not implemented yet."""
+        """The join-based check for the topology; refuses the subcases it does not decide exactly
+        (selections, effective FDs), which :func:`streamdetect.checks.k_anonymity.k_anonymity_check`
+        sends to the other methods."""
         for i, view in enumerate(topology.views):
             if view.where is not None:
                 raise UnsupportedCase(
                     f"views[{i}] ({view.name}) has a selection: the join-based method is for projection-only "
-                    "views (use the cell procedure, streamdetect.checks.selection_covers)"
+                    "views (k_anonymity_check picks the cell procedure)"
                 )
         if effective_dependencies(topology.views, topology.table.functional_dependencies):
             raise UnsupportedCase(
                 "some functional dependency is effective for these views (Yao et al. 6.1): the exact method "
-                "does not apply; use the conservative check (needs table.source)"
+                "does not apply (k_anonymity_check picks the FD methods)"
             )
         config = topology.check_config("k-anonymity")
         threshold = k if k is not None else (config.k if config is not None else 2)
