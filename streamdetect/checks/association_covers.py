@@ -23,9 +23,9 @@ its stable id. Cost per (u, ID, P): two capped eliminations over all views.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -38,6 +38,7 @@ from streamdetect.relational.dictionary import decode
 from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
+K = TypeVar("K", bound=Hashable)
 PF = "\0pf"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
 SetKey = tuple[str, str, str, str]
@@ -191,14 +192,10 @@ class AssociationCoverCheck:
                 for code, sensitive_codes in candidates.select(identifier, sensitive).iter_rows():
                     cover = (identifier, sensitive, code, frozenset(sensitive_codes))
                     covers.setdefault(cover, set()).add(holder.name)
-        by_value: dict[tuple[str, str, Any], list[frozenset[Any]]] = {}
-        for identifier, sensitive, code, sensitive_codes in covers:
-            by_value.setdefault((identifier, sensitive, code), []).append(sensitive_codes)
         dictionaries = state.seen.dictionaries
         findings = []
-        for (identifier, sensitive, code, sensitive_codes), views in covers.items():
-            if any(other < sensitive_codes for other in by_value[(identifier, sensitive, code)]):
-                continue  # not minimal: a smaller cover for the same identifier value exists
+        keyed = {((i, s, code), codes): views for (i, s, code, codes), views in covers.items()}
+        for (identifier, sensitive, code), sensitive_codes, views in minimal_covers(keyed):
             linked = decode(dictionaries, sensitive, sorted(sensitive_codes))
             findings.append(
                 AssociationCoverFinding(
@@ -211,6 +208,19 @@ class AssociationCoverCheck:
                 )
             )
         return sorted(findings, key=_order)
+
+
+def minimal_covers(covers: Mapping[tuple[K, frozenset[Any]], set[str]]) -> list[tuple[K, frozenset[Any], set[str]]]:
+    """The covers no smaller cover of the same key (identifier value) contains, with their views.
+
+    Linear in the covers plus, per key, quadratic in its few covers.
+    """
+    by_key: dict[K, list[frozenset[Any]]] = {}
+    for key, cover in covers:
+        by_key.setdefault(key, []).append(cover)
+    return [
+        (key, cover, views) for (key, cover), views in covers.items() if not any(other < cover for other in by_key[key])
+    ]
 
 
 def _order(finding: AssociationCoverFinding) -> tuple[str, str, str, tuple[str, ...]]:

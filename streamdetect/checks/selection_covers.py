@@ -30,6 +30,7 @@ from typing import Any
 
 import polars as pl
 
+from streamdetect.checks.association_covers import minimal_covers
 from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.model.predicates import Predicate, attributes_of, evaluate, literals_of
 from streamdetect.model.topology import ViewDefinition
@@ -150,9 +151,7 @@ class SelectionCoverCheck:
             if len(found) == 1 and many not in found and many not in linked and len(linked) < self.k:
                 covers.setdefault((next(iter(found)), frozenset(linked)), set()).add(self.views[key[0]].name)
         findings = []
-        for (value, cover), names in covers.items():
-            if any(other_value == value and smaller < cover for other_value, smaller in covers):
-                continue
+        for value, cover, names in minimal_covers(covers):
             findings.append(
                 AssociationCoverFinding(
                     k=self.k,

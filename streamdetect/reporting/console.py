@@ -67,8 +67,7 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
                     str(others) if others else "",
                 )
             console.print(table)
-            if len(members) > limit:
-                console.print(f"  ... and {len(members) - limit} more in this channel (--limit, or --json for all)")
+            _more(console, len(members), limit, " in this channel")
     parts = [f"{name}: {count}" for name, count in report.by_check().items()]
     levels = ", ".join(f"{count} at level {level}" for level, count in report.by_level().items())
     if levels:
@@ -80,6 +79,12 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
         )
     else:
         console.print(f"[bold green]no disclosure[/bold green] in topology {report.topology!r}; exit code 0")
+
+
+def _more(console: Console, total: int, limit: int, where: str = "") -> None:
+    """Say how many findings the table left out."""
+    if total > limit:
+        console.print(f"  ... and {total - limit} more{where} (--limit, or --json for all)")
 
 
 def _render_covers(
@@ -109,8 +114,7 @@ def _render_covers(
             "yes" if finding.exact else "no (conservative)",
         )
     console.print(table)
-    if len(findings) > limit:
-        console.print(f"  ... and {len(findings) - limit} more (--limit, or --json for all)")
+    _more(console, len(findings), limit)
 
 
 def _render_sind(
@@ -136,8 +140,7 @@ def _render_sind(
             "yes" if finding.exact else "no (conservative)",
         )
     console.print(table)
-    if len(findings) > limit:
-        console.print(f"  ... and {len(findings) - limit} more (--limit, or --json for all)")
+    _more(console, len(findings), limit)
 
 
 @contextmanager
