@@ -21,7 +21,7 @@ from streamdetect.checks.linkage import LinkageCheck, run_linkage
 from streamdetect.checks.recomputed import RecomputedCheck
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.errors import TopologyError
-from streamdetect.model.topology import Topology
+from streamdetect.model.topology import IDENTIFIER_CHECKS, Topology
 
 Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
 #: Checks this version runs, in report order.
@@ -31,8 +31,20 @@ TABLE_CHECKS: frozenset[str] = frozenset({"sind", "rsind"})
 
 
 def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
-    """The checks a run performs: those asked for, else those the topology lists."""
-    return list(checks) if checks else [config.name for config in topology.checks]
+    """The checks a run performs: those asked for, else those the topology lists.
+
+    Raises :class:`TopologyError` when a check that ties identifiers to sensitive values is asked for
+    on a table that declares no identifier.
+    """
+    names = list(checks) if checks else [config.name for config in topology.checks]
+    needing = [name for name in names if name in IDENTIFIER_CHECKS]
+    if needing and not topology.table.identifiers:
+        raise TopologyError(
+            f"the {' and '.join(needing)} check(s) need at least one identifier attribute",
+            file=topology.path,
+            key="table.identifiers",
+        )
+    return names
 
 
 def needs_table(topology: Topology, checks: Sequence[str]) -> bool:

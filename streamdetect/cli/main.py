@@ -26,6 +26,7 @@ from streamdetect.errors import StreamdetectError, TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.topology import MAX_K
 from streamdetect.relational.universal import channel_sizes, universal_relation
 from streamdetect.reporting.console import progress_bars, render_report
 
@@ -68,7 +69,7 @@ def cli() -> None:
 @click.argument("topology", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/report-format.md).")
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Run only this check (repeatable).")
-@click.option("--k", type=click.IntRange(min=2), help="Override every check's threshold k.")
+@click.option("--k", type=click.IntRange(min=2, max=MAX_K), help="Override every check's threshold k.")
 @click.option("--max-level", type=click.IntRange(min=1), help="Stop the closure at this many views per channel.")
 @click.option("--limit", default=20, show_default=True, help="Findings shown per channel (human output).")
 @fail_cleanly
@@ -93,7 +94,7 @@ def check(
 @click.argument("topology", type=click.Path(path_type=Path))
 @click.option("--finding", "number", required=True, type=click.IntRange(min=1), help="The finding's # in the report.")
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Run only this check (repeatable).")
-@click.option("--k", type=click.IntRange(min=2), help="Override every check's threshold k.")
+@click.option("--k", type=click.IntRange(min=2, max=MAX_K), help="Override every check's threshold k.")
 @fail_cleanly
 def explain(topology: Path, number: int, checks: tuple[str, ...], k: int | None) -> None:
     """Explain finding N of `streamdetect check TOPOLOGY` (same --check and --k): the rows that produce it."""

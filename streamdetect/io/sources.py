@@ -1,22 +1,34 @@
 """Read the published rows of every view (CSV or Parquet) into polars frames with one type per attribute.
 
-Types: a declared attribute type (``table.attributes`` as a mapping) is enforced and a cell that does
-not fit is an error naming the file, the column and the row; an undeclared attribute gets the narrowest
-of int, float and str that fits its values in *every* file, so that join columns agree across views.
+Reading never changes a value:
+
+* a declared attribute type (``table.attributes`` as a mapping) is enforced strictly, and a cell that does
+  not parse is an error naming the file, the column and the row; dates are ISO 8601 (``YYYY-MM-DD``) only;
+* a Parquet column keeps its schema type (a string column stays text, whatever its values look like);
+* an undeclared attribute read from CSV is text unless *every* value in *every* file round-trips exactly
+  through the inferred type: ``42`` may become an integer, but ``07``, ``0042``, ``02135`` and ``1.50``
+  keep the column text (as integers ``07`` and ``7`` would merge, and ZIP ``02135`` would join ``2135``);
+  an attribute that a ``where`` compares with a string literal is text too;
+* one type per attribute across every file that holds it, so that join columns agree across views.
+
+Every published row must satisfy its view's ``where`` (the parts of it over the view's own attributes):
+the checks reason about the view as defined, so a row that contradicts the definition is bad input.
+
 A view with no ``source`` is computed from ``table.source``: its selection, then its projection,
 duplicates kept (SQL bag semantics).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from streamdetect.errors import PredicateError, TopologyError
-from streamdetect.model.predicates import check_types, to_polars
-from streamdetect.model.topology import AttributeType, Topology
+from streamdetect.model.predicates import And, Predicate, attributes_of, check_types, literals_of, to_polars
+from streamdetect.model.topology import AttributeType, Topology, ViewDefinition
 
 _DTYPES: Mapping[AttributeType, pl.DataType] = {
     "str": pl.String(),
@@ -24,9 +36,27 @@ _DTYPES: Mapping[AttributeType, pl.DataType] = {
     "float": pl.Float64(),
     "date": pl.Date(),
 }
+#: ISO 8601 calendar dates, the only date form read (``05/03/1995`` is ambiguous between day and month first).
+ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
+#: Rows named in an error about rows that contradict their view's ``where``.
+_ROWS_SHOWN = 5
 
 
-def _read(path: str) -> pl.DataFrame:
+@dataclass(frozen=True)
+class _File:
+    """One data file as read: its path, the topology key that names it, its raw frame."""
+
+    path: str
+    key: str
+    frame: pl.DataFrame
+
+    @property
+    def untyped(self) -> bool:
+        """CSV carries no types: its cells are text to be read, not values with a schema type."""
+        return Path(self.path).suffix.lower() == ".csv"
+
+
+def _read(path: str, key: str) -> pl.DataFrame:
     suffix = Path(path).suffix.lower()
     try:
         if suffix == ".csv":
@@ -34,11 +64,11 @@ def _read(path: str) -> pl.DataFrame:
         if suffix in (".parquet", ".pq"):
             return pl.read_parquet(path)
     except FileNotFoundError:
-        raise TopologyError("no such file", file=path) from None
+        raise TopologyError(f"no such file (named by {key})", file=path) from None
     except (OSError, pl.exceptions.PolarsError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TopologyError(f"cannot read the file: {first_line}", file=path) from None
-    raise TopologyError(f"unsupported file type {suffix!r}; expected .csv or .parquet", file=path)
+        raise TopologyError(f"cannot read the file (named by {key}): {first_line}", file=path) from None
+    raise TopologyError(f"unsupported file type {suffix!r} (named by {key}); expected .csv or .parquet", file=path)
 
 
 def _check_columns(frame: pl.DataFrame, expected: tuple[str, ...], path: str, key: str) -> None:
@@ -58,44 +88,122 @@ def _check_columns(frame: pl.DataFrame, expected: tuple[str, ...], path: str, ke
         )
 
 
+def _parse_text(source: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """Text cells parsed into ``dtype``; a cell that does not parse becomes null (callers compare nulls)."""
+    text = source.str.strip_chars()
+    if dtype == pl.Date():
+        iso = text.zip_with(text.str.contains(ISO_DATE).fill_null(False), pl.Series([None], dtype=pl.String()))
+        return iso.str.to_date("%Y-%m-%d", strict=False)
+    return text.cast(dtype, strict=False)
+
+
 def _cast(frame: pl.DataFrame, column: str, dtype: pl.DataType, path: str) -> pl.DataFrame:
+    """Cast one column to ``dtype``, strictly: the first cell that does not fit is an error naming its row."""
     source = frame.get_column(column)
     if source.dtype == dtype:
         return frame
-    try:
-        if dtype == pl.Date() and source.dtype == pl.String():
-            converted = source.str.strip_chars().str.to_date(strict=True)
-        elif source.dtype == pl.String():
-            converted = source.str.strip_chars().cast(dtype, strict=True)
-        else:
+    if source.dtype == pl.String():
+        converted = _parse_text(source, dtype)
+    else:
+        try:
             converted = source.cast(dtype, strict=True)
-    except pl.exceptions.PolarsError:
-        loose = source.cast(dtype, strict=False) if dtype != pl.Date() else source.str.to_date(strict=False)
-        bad = (loose.is_null() & source.is_not_null()).arg_max()
-        row = int(bad) if bad is not None else 0
+        except pl.exceptions.PolarsError:
+            converted = source.cast(dtype, strict=False)
+    failed = converted.is_null() & source.is_not_null()
+    if failed.any():
+        row = int(failed.arg_max() or 0)
+        hint = " (dates are ISO 8601, YYYY-MM-DD)" if dtype == pl.Date() else ""
         raise TopologyError(
-            f"column {column!r}, row {row + 1}: value {source[row]!r} is not of type {dtype}",
-            file=path,
-        ) from None
+            f"column {column!r}, row {row + 1}: value {source[row]!r} is not of type {dtype}{hint}", file=path
+        )
     return frame.with_columns(converted.alias(column))
 
 
-def _fits(series: pl.Series, dtype: pl.DataType) -> bool:
-    if series.dtype != pl.String():
-        return series.dtype == dtype or (dtype == pl.Float64() and series.dtype.is_numeric())
-    converted = series.str.strip_chars().cast(dtype, strict=False)
-    return bool((converted.is_null() == series.is_null()).all())
+def _round_trips(series: pl.Series, dtype: pl.DataType) -> bool:
+    """Whether every text cell is exactly the canonical text of its value in ``dtype`` (nothing is lost)."""
+    values = series.drop_nulls().unique()
+    as_int = values.cast(pl.Int64, strict=False)
+    if dtype == pl.Int64():
+        return bool((as_int.cast(pl.String) == values).fill_null(False).all())
+    as_float = values.cast(pl.Float64, strict=False)
+    exact = (as_float.cast(pl.String) == values) | (as_int.cast(pl.String) == values)
+    # "2" and "2.0" both read back exactly but are one float: distinct texts must stay distinct values.
+    return bool(exact.fill_null(False).all()) and as_float.n_unique() == values.n_unique()
 
 
-def _infer(frames: list[tuple[str, pl.DataFrame]], column: str) -> pl.DataType:
-    columns = [frame.get_column(column) for _, frame in frames if column in frame.columns]
+def _numeric_family(dtype: pl.DataType) -> pl.DataType | None:
+    if dtype.is_integer():
+        return pl.Int64()
+    if dtype.is_float():
+        return pl.Float64()
+    return None
+
+
+def _infer(files: Sequence[_File], column: str, compared_with_text: bool) -> pl.DataType:
+    """The one type of an undeclared attribute across every file that holds it (module docstring)."""
+    holders = [(file, file.frame.get_column(column)) for file in files if column in file.frame.columns]
+    typed = {file.path: series.dtype for file, series in holders if series.dtype != pl.String()}
+    parquet_text = [file.path for file, series in holders if series.dtype == pl.String() and not file.untyped]
+    if typed:
+        families = {_numeric_family(dtype) or dtype for dtype in typed.values()}
+        if len(families) > 1 and all(family.is_numeric() for family in families):
+            families = {pl.Float64()}
+        if len(families) > 1 or parquet_text:
+            found = [f"{dtype} in {path}" for path, dtype in typed.items()] + [f"String in {p}" for p in parquet_text]
+            raise TopologyError(
+                f"attribute {column!r} has different types in different files ({'; '.join(found)}); "
+                "declare its type in table.attributes",
+            )
+        return next(iter(families))
+    if parquet_text or compared_with_text:
+        return pl.String()
+    texts = [series for _, series in holders]
+    whole = pl.concat(texts) if texts else pl.Series([], dtype=pl.String())
     for candidate in (pl.Int64(), pl.Float64()):
-        if all(_fits(series, candidate) for series in columns):
+        if whole.drop_nulls().len() > 0 and _round_trips(whole, candidate):
             return candidate
-    dtypes = {series.dtype for series in columns}
-    if len(dtypes) == 1 and next(iter(dtypes)) != pl.String():
-        return next(iter(dtypes))
     return pl.String()
+
+
+def _text_attributes(topology: Topology) -> set[str]:
+    """Attributes some ``where`` compares with a string literal: their values are text (or declared dates)."""
+    return {
+        attribute
+        for view in topology.views
+        if view.where is not None
+        for attribute, value in literals_of(view.where)
+        if isinstance(value, str)
+    }
+
+
+def _conjuncts(predicate: Predicate) -> list[Predicate]:
+    if isinstance(predicate, And):
+        return [part for operand in predicate.operands for part in _conjuncts(operand)]
+    return [predicate]
+
+
+def _check_rows_match(frame: pl.DataFrame, view: ViewDefinition, dtypes: Mapping[str, pl.DataType], key: str) -> None:
+    """Every row satisfies the conjuncts of the view's ``where`` that mention only its own attributes.
+
+    A conjunct over an attribute the view does not publish cannot be checked from its rows; the rest can,
+    and a row failing it (or unknown on it, SQL's null) is not a row of the view as defined. Linear.
+    """
+    assert view.where is not None
+    assert view.source is not None
+    checkable = [part for part in _conjuncts(view.where) if set(attributes_of(part)) <= set(frame.columns)]
+    if not checkable:
+        return
+    condition = to_polars(checkable[0] if len(checkable) == 1 else And(tuple(checkable)), dtypes)
+    failing = frame.with_row_index("__row").filter(~condition.fill_null(False)).get_column("__row")
+    if failing.len() == 0:
+        return
+    rows = ", ".join(str(int(row) + 1) for row in failing.head(_ROWS_SHOWN))
+    more = f" and {failing.len() - _ROWS_SHOWN} more" if failing.len() > _ROWS_SHOWN else ""
+    raise TopologyError(
+        f"row(s) {rows}{more} do not satisfy {key}.where {view.where_text!r}: the file is not the view it is "
+        "published as (fix the rows or the condition)",
+        file=view.source,
+    )
 
 
 def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
@@ -107,35 +215,55 @@ def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
     return load_data(topology, with_table=False)[0]
 
 
-def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
-    """The views' rows and, when ``table.source`` is set and ``with_table``, the private table's rows.
-
-    All with one type per attribute across every file.
-    """
+def _read_files(topology: Topology, with_table: bool) -> tuple[list[_File], _File | None]:
+    """Every data file the run needs, read raw and checked for its columns; the table's file apart."""
     table = topology.table
-    raw: list[tuple[str, pl.DataFrame]] = []
-    table_frame: pl.DataFrame | None = None
-    needs_table = with_table or any(view.source is None for view in topology.views)
-    if table.source is not None and needs_table:
-        table_frame = _read(table.source)
-        _check_columns(table_frame, table.attributes, table.source, "table")
-        raw.append((table.source, table_frame))
+    files: list[_File] = []
+    table_file: _File | None = None
+    if table.source is not None and (with_table or any(view.source is None for view in topology.views)):
+        table_file = _File(table.source, "table.source", _read(table.source, "table.source"))
+        _check_columns(table_file.frame, table.attributes, table.source, "table")
+        files.append(table_file)
     for i, view in enumerate(topology.views):
         if view.source is None:
             continue
-        frame = _read(view.source)
+        key = f"views[{i}].source"
+        frame = _read(view.source, key)
         _check_columns(frame, view.attributes, view.source, f"views[{i}] ({view.name})")
-        raw.append((view.source, frame.select(view.attributes)))
+        files.append(_File(view.source, key, frame.select(view.attributes)))
+    return files, table_file
+
+
+def _attribute_types(topology: Topology, files: Sequence[_File]) -> dict[str, pl.DataType]:
+    """One type per attribute: declared, else inferred across every file without losing a value."""
+    text_attributes = _text_attributes(topology)
     dtypes: dict[str, pl.DataType] = {}
-    for attribute in table.attributes:
-        declared = table.types.get(attribute)
-        dtypes[attribute] = _DTYPES[declared] if declared is not None else _infer(raw, attribute)
+    for attribute in topology.table.attributes:
+        declared = topology.table.types.get(attribute)
+        if declared is not None:
+            dtypes[attribute] = _DTYPES[declared]
+            continue
+        try:
+            dtypes[attribute] = _infer(files, attribute, attribute in text_attributes)
+        except TopologyError as exc:
+            raise TopologyError(exc.problem, file=topology.path, key=f"table.attributes.{attribute}") from None
+    return dtypes
+
+
+def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
+    """The views' rows and, when ``table.source`` is set and ``with_table``, the private table's rows.
+
+    All with one type per attribute across every file, read without changing any value (module
+    docstring), and every view's rows checked against its ``where``. Linear in the size of the files.
+    """
+    files, table_file = _read_files(topology, with_table)
+    dtypes = _attribute_types(topology, files)
     typed: dict[str, pl.DataFrame] = {}
-    for path, frame in raw:
-        converted = frame
-        for column in frame.columns:
-            converted = _cast(converted, column, dtypes[column], path)
-        typed[path] = converted
+    for file in files:
+        converted = file.frame
+        for column in converted.columns:
+            converted = _cast(converted, column, dtypes[column], file.path)
+        typed[file.path] = converted
     views: dict[str, pl.DataFrame] = {}
     for i, view in enumerate(topology.views):
         if view.where is not None:
@@ -145,11 +273,12 @@ def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl
                 raise TopologyError(str(exc), file=topology.path, key=f"views[{i}].where") from None
         if view.source is not None:
             views[view.name] = typed[view.source]
+            if view.where is not None:
+                _check_rows_match(views[view.name], view, dtypes, f"views[{i}]")
             continue
-        assert table.source is not None
-        assert table_frame is not None
-        base = typed[table.source]
+        assert table_file is not None
+        base = typed[table_file.path]
         if view.where is not None:
             base = base.filter(to_polars(view.where, dtypes))
         views[view.name] = base.select(view.attributes)
-    return views, (typed[table.source] if table.source is not None and table_frame is not None else None)
+    return views, (typed[table_file.path] if table_file is not None else None)

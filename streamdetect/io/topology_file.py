@@ -13,9 +13,11 @@ from typing import Any
 import yaml
 
 from streamdetect.errors import PredicateError, TopologyError
-from streamdetect.model.predicates import Predicate, attributes_of, parse_predicate
+from streamdetect.model.predicates import Predicate, attributes_of, date_literal, literals_of, parse_predicate
 from streamdetect.model.topology import (
     ATTRIBUTE_TYPES,
+    IDENTIFIER_CHECKS,
+    MAX_K,
     AttributeType,
     CheckConfig,
     FunctionalDependency,
@@ -147,9 +149,8 @@ def _table(ctx: _Context, raw: Any) -> TableSchema:
     for role in ("identifiers", "sensitive", "quasi_identifiers"):
         roles[role] = ctx.names(table.get(role), f"table.{role}")
         ctx.known_attributes(roles[role], attributes, f"table.{role}")
-    for role in ("identifiers", "sensitive"):
-        if not roles[role]:
-            raise ctx.fail(f"table.{role}", "at least one attribute is needed")
+    if not roles["sensitive"]:
+        raise ctx.fail("table.sensitive", "at least one attribute is needed")
     both = set(roles["identifiers"]) & set(roles["sensitive"])
     if both:
         raise ctx.fail("table.sensitive", f"{', '.join(sorted(both))} cannot be both identifier and sensitive")
@@ -190,15 +191,21 @@ def _dependencies(ctx: _Context, raw: Any, attributes: Sequence[str]) -> tuple[F
     return tuple(dependencies)
 
 
-def _where(ctx: _Context, raw: Any, key: str, attributes: Sequence[str]) -> Predicate:
+def _where(ctx: _Context, raw: Any, key: str, table: TableSchema) -> Predicate:
     text = ctx.text(raw, key)
     try:
         predicate = parse_predicate(text)
     except PredicateError as exc:
         raise ctx.fail(key, f"bad expression {text!r}: {exc}") from None
     for name in attributes_of(predicate):
-        if name not in attributes:
+        if name not in table.attributes:
             raise ctx.fail(key, f"unknown attribute {name!r} in {text!r}")
+    for name, value in literals_of(predicate):
+        if table.types.get(name) == "date" and isinstance(value, str):
+            try:
+                date_literal(value)
+            except PredicateError as exc:
+                raise ctx.fail(key, f"attribute {name!r} is a date: {exc}") from None
     return predicate
 
 
@@ -218,7 +225,7 @@ def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition,
         attributes = ctx.names(view["attributes"], f"{key}.attributes", allow_empty=False)
         ctx.known_attributes(attributes, table.attributes, f"{key}.attributes")
         where_text = view.get("where")
-        where = _where(ctx, where_text, f"{key}.where", table.attributes) if where_text is not None else None
+        where = _where(ctx, where_text, f"{key}.where", table) if where_text is not None else None
         if view.get("source") is not None:
             source: str | None = _resolve(ctx, view["source"], f"{key}.source")
         elif table.source is None:
@@ -241,8 +248,8 @@ def _checks(ctx: _Context, raw: Any) -> tuple[CheckConfig, ...]:
         settings = {} if options is None else ctx.mapping(options, key)
         ctx.known_keys(settings, {"k"}, key)
         k = settings.get("k", SUPPORTED_CHECKS[name])
-        if not isinstance(k, int) or isinstance(k, bool) or k < 2:
-            raise ctx.fail(f"{key}.k", f"expected a whole number of at least 2, found {_kind(k)}")
+        if not isinstance(k, int) or isinstance(k, bool) or not 2 <= k <= MAX_K:
+            raise ctx.fail(f"{key}.k", f"expected a whole number from 2 to {MAX_K:,}, found {_kind(k)}")
         configs.append(CheckConfig(name, k))
     if not configs:
         raise ctx.fail("checks", "no check listed")
@@ -265,5 +272,12 @@ def load_topology(path: str | Path) -> Topology:
     table = _table(ctx, document["table"])
     views = _views(ctx, document["views"], table)
     checks = _checks(ctx, document.get("checks"))
+    needing = [config.name for config in checks if config.name in IDENTIFIER_CHECKS]
+    if needing and not table.identifiers:
+        raise ctx.fail(
+            "table.identifiers",
+            f"at least one attribute is needed by the {' and '.join(needing)} check(s) "
+            "(sind and rsind alone need none)",
+        )
     name = ctx.text(document.get("name", ctx.path.stem), "name")
     return Topology(name=name, table=table, views=views, checks=checks, path=str(ctx.path))

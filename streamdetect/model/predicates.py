@@ -10,6 +10,8 @@ not selected.
 
 from __future__ import annotations
 
+import datetime
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -185,16 +187,41 @@ def _literals(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
             yield from _literals(operand)
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def date_literal(text: str) -> datetime.date:
+    """The date a literal names: ISO 8601 ``YYYY-MM-DD`` only.
+
+    ``'05/03/1995'`` is refused rather than read day-first or month-first, and so is an impossible date.
+
+    >>> date_literal("1995-03-05")
+    datetime.date(1995, 3, 5)
+    >>> date_literal("1990-13-45")
+    Traceback (most recent call last):
+    ...
+    streamdetect.errors.PredicateError: '1990-13-45' is not a valid date (month must be in 1..12)
+    """
+    if not _ISO_DATE.fullmatch(text):
+        raise PredicateError(f"{text!r} is not an ISO 8601 date; write dates as 'YYYY-MM-DD'")
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError as exc:
+        raise PredicateError(f"{text!r} is not a valid date ({exc})") from None
+
+
 def check_types(predicate: Predicate, dtypes: Mapping[str, pl.DataType]) -> None:
     """Fail unless every attribute is known and every literal fits its attribute's type.
 
-    Strings compare with string and date columns (dates as ISO ``'YYYY-MM-DD'``), numbers with numeric
-    columns.
+    Strings compare with string and date columns (dates as ISO ``'YYYY-MM-DD'`` only, see
+    :func:`date_literal`), numbers with numeric columns.
     """
     for attribute, value in _literals(predicate):
         if attribute not in dtypes:
             raise PredicateError(f"unknown attribute {attribute!r}")
         dtype = dtypes[attribute]
+        if dtype == pl.Date() and isinstance(value, str):
+            date_literal(value)
         if dtype.is_numeric() and isinstance(value, str):
             raise PredicateError(f"attribute {attribute!r} is numeric but is compared with the string {value!r}")
         if not dtype.is_numeric() and not isinstance(value, str):
@@ -203,8 +230,8 @@ def check_types(predicate: Predicate, dtypes: Mapping[str, pl.DataType]) -> None
 
 def _literal_expr(attribute: str, value: Scalar, dtypes: Mapping[str, pl.DataType]) -> pl.Expr:
     dtype = dtypes.get(attribute)
-    if dtype is not None and dtype.is_temporal() and isinstance(value, str):
-        return pl.lit(value).str.to_date()
+    if dtype == pl.Date() and isinstance(value, str):
+        return pl.lit(date_literal(value))
     return pl.lit(value)
 
 
@@ -246,7 +273,10 @@ def to_polars(  # noqa: PLR0911
     if isinstance(predicate, Membership):
         column = _column(predicate.attribute, types, fixed)
         dtype = types.get(predicate.attribute)
-        values: list[object] = list(predicate.values)
+        is_date = dtype == pl.Date()
+        values: list[object] = [
+            date_literal(value) if is_date and isinstance(value, str) else value for value in predicate.values
+        ]
         inside = column.is_in(pl.Series(values, dtype=dtype).implode() if dtype is not None else values)
         # is_in yields false (not null) on a null cell; SQL says unknown, so exclude nulls explicitly.
         inside = pl.when(column.is_null()).then(None).otherwise(inside)

@@ -99,10 +99,10 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
         ),
         pytest.param(
             GOOD_TABLE
-            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    where: \"SSN = 'x'\"\n"
+            + 'views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    where: "Job = 3"\n'
             + "    source: v1.csv\n",
             {"v1.csv": V1},
-            ["views[0].where", "numeric", "'x'"],
+            ["views[0].where", "'Job' is text", "number 3"],
             id="where-type-mismatch",
         ),
         pytest.param(
@@ -120,7 +120,7 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
         pytest.param(
             GOOD_TABLE + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: nowhere.csv\n",
             {},
-            ["nowhere.csv", "no such file"],
+            ["nowhere.csv", "no such file (named by views[0].source)"],
             id="missing-file",
         ),
         pytest.param(
@@ -155,7 +155,7 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
             + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
             + "checks:\n  linkage: {k: 1}\n",
             {"v1.csv": V1},
-            ["checks.linkage.k", "at least 2"],
+            ["checks.linkage.k", "from 2 to", "found the number 1"],
             id="bad-k",
         ),
         pytest.param(
@@ -174,6 +174,66 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
             {"v1.csv": V1},
             ["table.functional_dependencies[0]", "expected 'A, B -> C'"],
             id="bad-functional-dependency",
+        ),
+        pytest.param(
+            GOOD_TABLE
+            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n"
+            + "    where: \"Disease IN ('HIV', 'Cancer')\"\n    source: v1.csv\n",
+            {"v1.csv": "SSN,Job,Disease\n1,Dancer,HIV\n2,Clerk,Flu\n3,Clerk,Cancer\n4,Cook,Cold\n"},
+            ["v1.csv", "row(s) 2, 4 do not satisfy views[0].where", "Disease IN ('HIV', 'Cancer')"],
+            id="rows-contradict-where",
+        ),
+        pytest.param(
+            GOOD_TABLE
+            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n"
+            + "    where: \"Job = 'Dancer' AND Name = 'Dan'\"\n    source: v1.csv\n",
+            {"v1.csv": "SSN,Job,Disease\n1,Dancer,HIV\n" + "2,Clerk,Flu\n" * 7},
+            ["v1.csv", "row(s) 2, 3, 4, 5, 6 and 2 more do not satisfy views[0].where"],
+            id="rows-contradict-the-checkable-part-of-where",
+        ),
+        pytest.param(
+            GOOD_TABLE.replace(
+                "attributes: [SSN, Name, Job, Disease]", "attributes: {SSN: str, Name: date, Job: str, Disease: str}"
+            )
+            + "views:\n  - name: v1\n    attributes: [SSN, Name, Disease]\n    source: v1.csv\n",
+            {"v1.csv": "SSN,Name,Disease\n1,1995-03-05,Flu\n2,05/03/1995,HIV\n"},
+            ["v1.csv", "column 'Name', row 2", "'05/03/1995'", "ISO 8601"],
+            id="date-value-not-iso",
+        ),
+        pytest.param(
+            GOOD_TABLE.replace(
+                "attributes: [SSN, Name, Job, Disease]", "attributes: {SSN: str, Name: date, Job: str, Disease: str}"
+            )
+            + "views:\n  - name: v1\n    attributes: [SSN, Name, Disease]\n    where: \"Name > '05/03/1995'\"\n"
+            + "    source: v1.csv\n",
+            {"v1.csv": "SSN,Name,Disease\n1,1995-03-05,Flu\n"},
+            ["topology.yaml", "views[0].where", "'05/03/1995' is not an ISO 8601 date"],
+            id="date-literal-not-iso",
+        ),
+        pytest.param(
+            GOOD_TABLE.replace(
+                "attributes: [SSN, Name, Job, Disease]", "attributes: {SSN: str, Name: date, Job: str, Disease: str}"
+            )
+            + "views:\n  - name: v1\n    attributes: [SSN, Name, Disease]\n"
+            + "    where: \"Name NOT IN ('1990-13-45')\"\n    source: v1.csv\n",
+            {"v1.csv": "SSN,Name,Disease\n1,1995-03-05,Flu\n"},
+            ["topology.yaml", "views[0].where", "'1990-13-45' is not a valid date"],
+            id="date-literal-impossible",
+        ),
+        pytest.param(
+            GOOD_TABLE
+            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
+            + "checks:\n  linkage: {k: 1000000000000000000000000}\n",
+            {"v1.csv": V1},
+            ["checks.linkage.k", "from 2 to 2,147,483,647"],
+            id="huge-k",
+        ),
+        pytest.param(
+            GOOD_TABLE.replace("identifiers: [SSN, Name]", "identifiers: []")
+            + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n",
+            {"v1.csv": V1},
+            ["topology.yaml", "table.identifiers", "needed by the linkage check"],
+            id="linkage-without-identifiers",
         ),
     ],
 )
@@ -205,3 +265,30 @@ def test_clean_views_exit_0(tmp_path: Path) -> None:
     code, stdout, _ = _run(path)
     assert code == 0
     assert "no disclosure" in stdout
+
+
+def test_huge_k_on_the_command_line(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        GOOD_TABLE + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n",
+        {"v1.csv": V1},
+    )
+    code, _, stderr = _run(path, "--k", str(10**24))
+    assert code == 2
+    assert "--k" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_sind_needs_no_identifier(tmp_path: Path) -> None:
+    topology = (
+        "table:\n  attributes: [Zip, Age, Problem]\n  sensitive: [Problem]\n  source: t.csv\n"
+        "views:\n  - name: v\n    attributes: [Age, Problem]\n    where: \"Zip = '22030'\"\n"
+        "checks:\n  sind: {k: 2}\n  rsind: {k: 2}\n"
+    )
+    rows = "Zip,Age,Problem\n22030,50,Flu\n22030,60,Cold\n22031,40,Flu\n"
+    path = _write(tmp_path, topology, {"t.csv": rows})
+    code, _, stderr = _run(path)
+    assert code in (0, 1), stderr
+    code, _, stderr = _run(path, "--check", "linkage")
+    assert code == 2
+    assert "table.identifiers" in stderr
