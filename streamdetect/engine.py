@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -24,6 +24,8 @@ from streamdetect.errors import TopologyError
 from streamdetect.model.topology import IDENTIFIER_CHECKS, Topology
 
 Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
+#: What fails a run: any finding, or only certain ones (``check --fail-on``).
+FailOn = Literal["any", "certain"]
 #: Checks this version runs, in report order.
 CHECKS: tuple[str, ...] = ("linkage", "k-anonymity", "sind", "rsind")
 #: Checks that read the private table itself (publisher-side).
@@ -82,7 +84,17 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.findings else 0
+        return self.exit_code_for("any")
+
+    def exit_code_for(self, fail_on: FailOn) -> int:
+        """1 when a finding gates the run: any finding, or (``fail_on="certain"``) a certain one; else 0."""
+        gating = self.findings if fail_on == "any" else [f for f in self.findings if f.certain]
+        return 1 if gating else 0
+
+    @property
+    def certain_count(self) -> int:
+        """Findings that hold in every instance that yields the views; the rest are possible."""
+        return sum(1 for finding in self.findings if finding.certain)
 
     def by_level(self) -> dict[int, int]:
         """Number of linkage findings per minimal level."""
@@ -106,6 +118,8 @@ class Report:
             "checks": [summary.__dict__ for summary in self.checks],
             "summary": {
                 "findings": len(self.findings),
+                "certain": self.certain_count,
+                "possible": len(self.findings) - self.certain_count,
                 "by_check": self.by_check(),
                 "by_level": {str(level): count for level, count in self.by_level().items()},
             },

@@ -204,3 +204,57 @@ def sind_reference(
             classes.append({i})
     possible = [{a[i] for a in possible_instances} for i in range(n)]
     return classes, possible, possible_instances
+
+
+FRESH = -1  # a value no view publishes and no selection names: stands for every such value
+
+
+def possible_identifier_values(
+    attributes: tuple[str, ...],
+    identifier: str,
+    sensitive: str,
+    views: dict[str, tuple[tuple[str, ...], Any]],
+    rows: dict[str, set[tuple[Any, ...]]],
+) -> dict[Any, set[Any]]:
+    """Per published identifier value e, every value of ``sensitive`` its tuple takes in some instance.
+
+    An instance is a table in which ``identifier`` is a key and whose views (``views``: name ->
+    (schema, selection as a Python predicate on a row dict)), as sets, equal ``rows``. Brute force:
+    every published e gets one tuple over the values seen (plus one fresh value per attribute), every
+    combination is tried; tuples of unpublished identifier values are added freely (any tuple whose
+    view rows are all published), which is sound because adding such a tuple never breaks a view.
+    """
+    from itertools import product
+
+    def released(row: Row) -> list[tuple[str, tuple[Any, ...]]]:
+        return [(name, tuple(row[a] for a in schema)) for name, (schema, where) in views.items() if where(row)]
+
+    def sound(row: Row) -> bool:
+        return all(projected in rows[name] for name, projected in released(row))
+
+    others = [a for a in attributes if a != identifier]
+    domains = {
+        a: [
+            *sorted({r[schema.index(a)] for name, (schema, _) in views.items() if a in schema for r in rows[name]}),
+            FRESH,
+        ]
+        for a in others
+    }
+    combos = [dict(zip(others, values, strict=True)) for values in product(*(domains[a] for a in others))]
+    published = sorted(
+        {r[schema.index(identifier)] for name, (schema, _) in views.items() if identifier in schema for r in rows[name]}
+    )
+    per_value = [[{identifier: e, **c} for c in combos if sound({identifier: e, **c})] for e in published]
+    free: set[tuple[str, tuple[Any, ...]]] = set()
+    for c in combos:
+        row = {identifier: FRESH, **c}
+        if sound(row):
+            free.update(released(row))
+    everything = {(name, r) for name, published_rows in rows.items() for r in published_rows}
+    possible: dict[Any, set[Any]] = {e: set() for e in published}
+    for choice in product(*per_value):
+        covered = {fact for row in choice for fact in released(row)}
+        if everything <= covered | free:
+            for row in choice:
+                possible[row[identifier]].add(row[sensitive])
+    return possible

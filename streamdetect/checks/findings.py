@@ -79,9 +79,14 @@ class LinkageFinding(_Identified):
     """An identifier value linked to fewer than k sensitive values in some channel's joined view.
 
     ``views`` is one channel of the minimal level (the first in sort order), ``channels`` every channel
-    of that level that discloses it, ``sensitive_values`` the values linked in ``views``.
-    ``selections_differ`` marks a channel whose views have different selections, where the natural
-    join may link rows that no table instance links (Yao, Wang & Jajodia 2005, section 5).
+    of that level that discloses it, ``channel_values`` the values each of them links (aligned with
+    ``channels``), ``sensitive_values`` those of ``views``, ``joined_on`` the attributes ``views`` joins on.
+
+    ``certain``: in every table instance that yields the views (an identifier naming one tuple), the
+    identifier value has one of ``sensitive_values`` (proven per channel, :mod:`streamdetect.checks.certainty`);
+    a certain finding's level and channels are those of the lowest proven channels. Otherwise the link is
+    *possible*: channels whose views have different selections can link rows that no instance links
+    (Yao, Wang & Jajodia 2005, section 5), and a possible finding is never a total disclosure.
     """
 
     k: int
@@ -91,7 +96,9 @@ class LinkageFinding(_Identified):
     sensitive_values: tuple[Scalar, ...]
     views: tuple[str, ...]
     channels: tuple[tuple[str, ...], ...]
-    selections_differ: bool = False
+    certain: bool = True
+    channel_values: tuple[tuple[Scalar, ...], ...] = ()
+    joined_on: tuple[str, ...] = ()
 
     check = "linkage"
 
@@ -102,16 +109,19 @@ class LinkageFinding(_Identified):
 
     @property
     def total(self) -> bool:
-        """True when a single sensitive value is linked (a total disclosure), else partial."""
-        return len(self.sensitive_values) == 1
+        """True for a certain link to a single sensitive value (a total disclosure)."""
+        return self.certain and len(self.sensitive_values) == 1
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
         body = _association(self)
         body["channels"] = [list(channel) for channel in self.channels]
+        body["channel_values"] = [
+            [json_scalar(value) for value in values] for values in (self.channel_values or (self.sensitive_values,))
+        ]
+        body["joined_on"] = list(self.joined_on)
         body["level"] = self.level
-        if self.selections_differ:
-            body["selections_differ"] = True
+        body["certain"] = self.certain
         return {"id": stable_id(body), **body}
 
 
@@ -132,6 +142,11 @@ class AssociationCoverFinding(_Identified):
     exact: bool = True
 
     check = "k-anonymity"
+
+    @property
+    def certain(self) -> bool:
+        """An exact cover holds in every instance; a conservative one may not (possible)."""
+        return self.exact
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
@@ -156,6 +171,11 @@ class SindFinding(_Identified):
     exact: bool = True
 
     check = "sind"
+
+    @property
+    def certain(self) -> bool:
+        """An exact class is a violation in fact; a conservative one may not be (possible)."""
+        return self.exact
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""

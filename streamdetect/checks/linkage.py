@@ -26,11 +26,13 @@ from functools import cached_property
 
 import polars as pl
 
+from streamdetect.checks.certainty import IdentifierFacts, SelectionProof
 from streamdetect.checks.findings import Delta, LinkageFinding, diff
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
+from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
-from streamdetect.relational.dictionary import decode
+from streamdetect.relational.dictionary import decode, decode_frame
 from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
@@ -144,13 +146,27 @@ class LinkageCheck:
         )
 
     @cached_property
-    def _selections_differ(self) -> dict[tuple[str, ...], bool]:
-        where = {view.name: view.where for view in self.views}
-        return {
-            channel.views: len({where[name] for name in channel.views}) > 1
-            for level in self.levels
-            for channel in level
-        }
+    def _proof(self) -> SelectionProof:
+        return SelectionProof(self.views)
+
+    @cached_property
+    def _open_selections(self) -> dict[TaskKey, tuple[Predicate, ...]]:
+        """Per task, the selections a value's facts must prove for the link to be certain (certainty.py)."""
+        return {task.key: self._proof.open_selections(task.channel.views, task.identifier) for task in self.tasks}
+
+    @cached_property
+    def _joined_on(self) -> dict[tuple[str, ...], tuple[str, ...]]:
+        """Per channel, the attributes its natural join matches on (held by two or more of its views)."""
+        attributes = {view.name: view.attributes for view in self.views}
+        joined = {}
+        for level in self.levels:
+            for channel in level:
+                counts: dict[str, int] = {}
+                for name in channel.views:
+                    for attribute in attributes[name]:
+                        counts[attribute] = counts.get(attribute, 0) + 1
+                joined[channel.views] = tuple(a for a in self.attribute_order if counts.get(a, 0) > 1)
+        return joined
 
     def initialize(self) -> LinkageState:
         """An empty state: no rows seen."""
@@ -239,10 +255,26 @@ class LinkageCheck:
                 findings.extend(self._result_pair(state, identifier, sensitive, order))
         return sorted(findings, key=finding_order)
 
-    def _result_pair(
-        self, state: LinkageState, identifier: str, sensitive: str, order: Mapping[tuple[str, ...], int]
-    ) -> list[LinkageFinding]:
-        parts = []
+    def _facts(self, state: LinkageState, identifier: str, codes: pl.Series) -> dict[int, IdentifierFacts]:
+        """What the views holding ``identifier`` publish about the tuples of ``codes`` (decoded)."""
+        facts: dict[int, IdentifierFacts] = {}
+        if codes.is_empty():
+            return facts
+        for view in self._proof.holders(identifier):
+            rows = state.seen.rows.get(view.name)
+            if rows is None:
+                continue
+            hits = rows.filter(pl.col(identifier).is_in(codes.implode()))
+            decoded = decode_frame(state.seen.dictionaries, hits)
+            for code, row in zip(hits.get_column(identifier).to_list(), decoded.iter_rows(named=True), strict=True):
+                facts.setdefault(code, IdentifierFacts()).add_row(row, view.where)
+        return facts
+
+    def _disclosing(
+        self, state: LinkageState, identifier: str, sensitive: str
+    ) -> list[tuple[LinkageTask, pl.DataFrame]]:
+        """Per task of (E, S), the identifier codes linked to fewer than k values, with their value codes."""
+        found = []
         for task in self.tasks:
             if task.identifier != identifier or task.sensitive != sensitive:
                 continue
@@ -251,42 +283,71 @@ class LinkageCheck:
                 continue
             # Count first, gather value lists only for the few identifier values below k.
             below = frame.group_by(identifier).len().filter(pl.col("len") < self.k).select(identifier)
-            parts.append(
-                frame.join(below, on=identifier, how="semi")
-                .group_by(identifier)
-                .agg(pl.col(sensitive).alias("_values"))
-                .with_columns(
-                    pl.lit(task.channel.level).alias("_level"),
-                    pl.lit(order[task.channel.views]).alias("_channel"),
+            found.append(
+                (task, frame.join(below, on=identifier, how="semi").group_by(identifier).agg(pl.col(sensitive)))
+            )
+        return found
+
+    def _result_pair(
+        self, state: LinkageState, identifier: str, sensitive: str, order: Mapping[tuple[str, ...], int]
+    ) -> list[LinkageFinding]:
+        disclosing = self._disclosing(state, identifier, sensitive)
+        if not disclosing:
+            return []
+        to_prove = [frame.get_column(identifier) for task, frame in disclosing if self._open_selections[task.key]]
+        facts = self._facts(state, identifier, pl.concat(to_prove).unique() if to_prove else pl.Series([]))
+        parts = []
+        for task, frame in disclosing:
+            selections = self._open_selections[task.key]
+            proven = (
+                pl.lit(True)
+                if not selections
+                else pl.Series(
+                    [self._proof.proven(facts.get(code), selections) for code in frame.get_column(identifier)],
+                    dtype=pl.Boolean,
                 )
             )
-        if not parts:
-            return []
+            parts.append(
+                frame.select(
+                    identifier,
+                    pl.col(sensitive).alias("_values"),
+                    pl.lit(task.channel.level).alias("_level"),
+                    pl.lit(order[task.channel.views]).alias("_channel"),
+                    proven.alias("_proven"),
+                )
+            )
         everything = pl.concat(parts)
+        # A proven channel makes the finding certain: report the lowest level among proven channels;
+        # with none proven, the lowest level of all, as a possible link.
+        chosen = everything.filter(pl.col("_proven") | ~pl.col("_proven").any().over(identifier))
         minimal = (
-            everything.filter(pl.col("_level") == pl.col("_level").min().over(identifier))
+            chosen.filter(pl.col("_level") == pl.col("_level").min().over(identifier))
             .sort("_channel")
             .group_by(identifier, maintain_order=True)
-            .agg(pl.col("_channel"), pl.col("_values").first())
+            .agg(pl.col("_channel"), pl.col("_values"), pl.col("_proven").first())
             .sort(identifier)
         )
-        channels = [task.channel.views for task in self.tasks]
-        by_index = {order[views]: views for views in channels}
+        by_index = {order[task.channel.views]: task.channel.views for task in self.tasks}
+        dictionaries = state.seen.dictionaries
+        identifiers = decode(dictionaries, identifier, minimal.get_column(identifier).to_list())
         findings = []
-        identifiers = decode(state.seen.dictionaries, identifier, minimal.get_column(identifier).to_list())
-        for value, (_, indices, codes) in zip(identifiers, minimal.iter_rows(), strict=True):
+        for value, (_, indices, value_codes, certain) in zip(identifiers, minimal.iter_rows(), strict=True):
             members = tuple(by_index[i] for i in indices)
-            values = sorted(decode(state.seen.dictionaries, sensitive, codes), key=_sort_key)
+            channel_values = tuple(
+                tuple(sorted(decode(dictionaries, sensitive, codes), key=_sort_key)) for codes in value_codes
+            )
             findings.append(
                 LinkageFinding(
                     k=self.k,
                     identifier_attribute=identifier,
                     identifier_value=value,  # type: ignore[arg-type]
                     sensitive_attribute=sensitive,
-                    sensitive_values=tuple(values),  # type: ignore[arg-type]
+                    sensitive_values=channel_values[0],  # type: ignore[arg-type]
                     views=members[0],
                     channels=members,
-                    selections_differ=self._selections_differ[members[0]],
+                    certain=bool(certain),
+                    channel_values=channel_values,  # type: ignore[arg-type]
+                    joined_on=self._joined_on[members[0]],
                 )
             )
         return findings

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding
 from streamdetect.cli.bench import bench
-from streamdetect.engine import CHECKS, checks_to_run, needs_table, run_checks
+from streamdetect.engine import CHECKS, FailOn, checks_to_run, needs_table, run_checks
 from streamdetect.errors import StreamdetectError, TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
@@ -72,9 +72,22 @@ def cli() -> None:
 @click.option("--k", type=click.IntRange(min=2, max=MAX_K), help="Override every check's threshold k.")
 @click.option("--max-level", type=click.IntRange(min=1), help="Stop the closure at this many views per channel.")
 @click.option("--limit", default=20, show_default=True, help="Findings shown per channel (human output).")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["any", "certain"]),
+    default="any",
+    show_default=True,
+    help="Exit 1 on any finding, or only on certain ones (possible links then exit 0).",
+)
 @fail_cleanly
 def check(
-    topology: Path, as_json: bool, checks: tuple[str, ...], k: int | None, max_level: int | None, limit: int
+    topology: Path,
+    as_json: bool,
+    checks: tuple[str, ...],
+    k: int | None,
+    max_level: int | None,
+    limit: int,
+    fail_on: FailOn,
 ) -> None:
     """Check TOPOLOGY's views; exit 0 when nothing is found, 1 when something is, 2 on bad input."""
     model = load_topology(topology)
@@ -86,8 +99,8 @@ def check(
     if as_json:
         click.echo(report.to_json())
     else:
-        render_report(Console(), report, limit=limit)
-    sys.exit(report.exit_code)
+        render_report(Console(), report, limit=limit, fail_on=fail_on)
+    sys.exit(report.exit_code_for(fail_on))
 
 
 @cli.command()

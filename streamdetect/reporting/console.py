@@ -11,14 +11,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding, json_scalar
-from streamdetect.engine import CheckSummary, Report
+from streamdetect.engine import CheckSummary, FailOn, Report
 
 
 def _value(value: object) -> str:
     return str(json_scalar(value))  # type: ignore[arg-type]
 
 
-def render_report(console: Console, report: Report, limit: int = 20) -> None:
+def render_report(console: Console, report: Report, limit: int = 20, fail_on: FailOn = "any") -> None:
     """Print the findings grouped by check and minimal channel, at most ``limit`` rows per channel.
 
     ``#`` is the finding's number for ``streamdetect explain --finding N`` (its position in the report).
@@ -37,16 +37,19 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
             f"[bold]{summary.name}[/bold] (k = {summary.k}): {summary.channels} channels, "
             f"{summary.tasks} (channel, identifier, sensitive) combinations examined"
         )
-        groups: dict[tuple[str, ...], list[LinkageFinding]] = defaultdict(list)
+        groups: dict[tuple[bool, tuple[str, ...]], list[LinkageFinding]] = defaultdict(list)
         for finding in report.findings:
             if isinstance(finding, LinkageFinding):
-                groups[finding.views].append(finding)
-        for views in sorted(groups, key=lambda v: (len(v), v)):
-            members = groups[views]
-            marks = " [yellow](views with different selections: the join may link rows no table links)[/yellow]"
+                groups[(not finding.certain, finding.views)].append(finding)
+        for possible, views in sorted(groups, key=lambda g: (g[0], len(g[1]), g[1])):
+            members = groups[(possible, views)]
             title = f"channel {{{', '.join(views)}}}, level {len(views)}"
-            if any(f.selections_differ for f in members):
-                title += marks
+            if possible:
+                title += (
+                    " [yellow]possible links: views with different selections may link rows no table links[/yellow]"
+                )
+            else:
+                title += ": certain"
             table = Table(title=title, title_justify="left", show_lines=False)
             table.add_column("#", justify="right")
             table.add_column("identifier")
@@ -63,7 +66,7 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
                     _value(finding.identifier_value),
                     finding.sensitive_attribute,
                     ", ".join(_value(v) for v in finding.sensitive_values),
-                    "total" if finding.total else "partial",
+                    "possible" if not finding.certain else ("total" if finding.total else "partial"),
                     str(others) if others else "",
                 )
             console.print(table)
@@ -73,9 +76,11 @@ def render_report(console: Console, report: Report, limit: int = 20) -> None:
     if levels:
         parts[list(report.by_check()).index("linkage")] += f" ({levels})"
     if report.findings:
+        certain = report.certain_count
         console.print(
-            f"[bold red]{len(report.findings)} disclosure(s)[/bold red] ({'; '.join(parts)}) in topology "
-            f"{report.topology!r}; exit code 1"
+            f"[bold red]{len(report.findings)} disclosure(s)[/bold red], {certain} certain and "
+            f"{len(report.findings) - certain} possible ({'; '.join(parts)}) in topology "
+            f"{report.topology!r}; exit code {report.exit_code_for(fail_on)}"
         )
     else:
         console.print(f"[bold green]no disclosure[/bold green] in topology {report.topology!r}; exit code 0")

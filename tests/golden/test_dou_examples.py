@@ -60,10 +60,19 @@ def test_json_finding_has_the_documented_shape() -> None:
         "sensitive": {"attribute": "Disease", "values": ["Flu"]},
         "views": ["v1", "v2"],
         "channels": [["v1", "v2"]],
+        "channel_values": [["Flu"]],
+        "joined_on": ["Job"],
         "level": 2,
+        "certain": True,
     }
     assert {key: dan[key] for key in expected} == expected
-    assert document["summary"] == {"findings": 7, "by_check": {"linkage": 7}, "by_level": {"1": 6, "2": 1}}
+    assert document["summary"] == {
+        "findings": 7,
+        "certain": 7,
+        "possible": 0,
+        "by_check": {"linkage": 7},
+        "by_level": {"1": 6, "2": 1},
+    }
 
 
 @pytest.mark.parametrize(

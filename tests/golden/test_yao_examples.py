@@ -64,22 +64,41 @@ def test_figure2_john_obesity_through_selections() -> None:
     assert _covers("yao-figure2.yaml", 2) == {("John", ("Obesity",))}
 
 
-def test_linkage_marks_channels_whose_views_have_different_selections(tmp_path: Path) -> None:
+def test_linkage_tells_certain_links_from_possible_ones(tmp_path: Path) -> None:
     data = TOPOLOGIES / "data" / "yao" / "p1.csv"
-    path = tmp_path / "topology.yaml"
-    path.write_text(
+    table = (
         "table:\n"
         "  attributes: {Name: str, Job: str, Salary: int, Problem: str}\n"
         "  identifiers: [Name]\n"
         "  sensitive: [Problem]\n"
         f"  source: {data}\n"
-        "views:\n"
+    )
+    # Bill is the only high earner who is a lawyer, every lawyer's problem is published: certain.
+    path = tmp_path / "high.yaml"
+    path.write_text(
+        table + "views:\n"
         "  - {name: high, attributes: [Name, Job], where: 'Salary > 80000'}\n"
         "  - {name: problems, attributes: [Job, Problem]}\n"
     )
     report = streamdetect.check(streamdetect.load_topology(path), checks=["linkage"])
-    assert [(f.identifier_value, f.views, f.to_dict().get("selections_differ")) for f in report.findings] == [
-        ("Bill", ("high", "problems"), True)
+    assert [(f.identifier_value, f.views, f.certain, f.total) for f in report.findings] == [
+        ("Bill", ("high", "problems"), True, True)
     ]
+    # Only serious problems are published: George, a manager like John, is linked to Obesity but has a
+    # Cold. Every link through the selected view is possible, none total.
+    path = tmp_path / "serious.yaml"
+    path.write_text(
+        table + "views:\n"
+        "  - {name: jobs, attributes: [Name, Job]}\n"
+        "  - {name: serious, attributes: [Job, Problem], where: \"Problem IN ('HIV', 'Obesity')\"}\n"
+    )
+    report = streamdetect.check(streamdetect.load_topology(path), checks=["linkage"])
+    assert [(f.identifier_value, f.sensitive_values, f.certain, f.total) for f in report.findings] == [
+        ("Bill", ("HIV",), False, False),
+        ("George", ("Obesity",), False, False),
+        ("John", ("Obesity",), False, False),
+    ]
+    assert report.findings[0].to_dict()["joined_on"] == ["Job"]
     figure1 = streamdetect.check(streamdetect.load_topology(TOPOLOGIES / "yao-figure1.yaml"), checks=["linkage"])
-    assert not any(f.to_dict().get("selections_differ") for f in figure1.findings)
+    assert figure1.findings
+    assert all(f.certain for f in figure1.findings)
