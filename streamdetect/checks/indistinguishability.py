@@ -19,22 +19,29 @@ can only be split too finely: a violation is never missed (``exact`` false).
 
 Other sensitive attributes are not swapped along with P: in a view they act like public values of b.
 
-Findings: a class smaller than k, or a class whose members can take only one private value (the
-intersection, over the views that select it and project P, of the distinct P values of its group in
-that view, is a single value: indistinguishable but certain). Incremental over batches of new table
-rows: a row's signature depends on that row alone (exact case), so an update adds rows to classes;
-the conservative case recomputes signatures when a new P value widens the domain.
+Findings: a class smaller than k, or a class of k or more whose members can take only one private
+value (indistinguishable but certain). The latter is decided over all views together, as an
+instance-existence question (Theorem 1: NP-hard), by SAT (:mod:`streamdetect.checks.private_values`):
+only classes whose members all hold one current value are asked (members of a SIND class can swap, so
+two current values in a class already give each member two possible values), one SAT call per class on
+the component of its first member. A tuple that no view constrains can take a value no view shows, so it
+is never certain. Beyond the SAT budget the finding is ``exact: false`` and says so.
+
+Incremental over batches of new table rows: a row's signature depends on that row alone (exact case),
+so an update adds rows to classes; the conservative case recomputes signatures when a new P value widens
+the domain; certainty is recomputed per update (it depends on every view's counts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from streamdetect.checks.findings import Delta, SindFinding, diff
+from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
 from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
@@ -59,8 +66,8 @@ class SindClass:
     """One SIND class: its public tuples, the private values its members may take, how it was found."""
 
     members: tuple[tuple[tuple[str, Any], ...], ...]
-    #: private values the members may take, counted up to 2 (1: certain; 0: none consistent)
-    possible: int
+    #: positions of the members in the state's rows, in the order of ``members``
+    rows: tuple[int, ...]
     views: tuple[str, ...]
     exact: bool
 
@@ -82,6 +89,10 @@ class SindCheck:
     sensitive: tuple[str, ...]
     k: int = 2
     table_source: str | None = field(default=None, compare=False)
+    #: Declared domains of private attributes; an attribute not listed has the open domain (``_domain``).
+    domains: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    max_pairs: int = MAX_PAIRS
+    max_component: int = MAX_COMPONENT
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> SindCheck:
@@ -158,26 +169,23 @@ class SindCheck:
                 for c in columns
             ]
         )
-        domain_size = rows.get_column(sensitive).drop_nulls().n_unique()
-        allowed = self._group_values(keys, relevant, columns, sensitive)
-        blocks = keys.group_by(columns or [pl.lit(0).alias("\0all")]).agg(
-            pl.col("\0row"), *[pl.col(c).first().alias(f"{c}\0key") for c in columns]
+        # Members of every class in one sorted frame, cut into classes in one pass (no per-class frames).
+        members = (
+            keys.group_by(columns or [pl.lit(0).alias("\0all")])
+            .agg(pl.col("\0row"))
+            .with_row_index("\0block")
+            .select("\0block", "\0row")
+            .explode("\0row")
+            .join(rows.select(self.public).with_row_index("\0row"), on="\0row")
+            .sort(["\0block", *self.public])
         )
-        classes = []
-        public = rows.select(self.public)
-        for block in blocks.iter_rows(named=True):
-            members = public[sorted(block["\0row"])].sort(self.public).to_dicts()
-            constraints = [
-                allowed[c][block[f"{c}\0key"]] for c in columns if c in allowed and block[f"{c}\0key"] is not None
-            ]
-            classes.append(
-                SindClass(
-                    members=tuple(tuple(member.items()) for member in members),
-                    possible=_at_most_two(constraints, domain_size),
-                    views=tuple(sorted(view.name for view in relevant)),
-                    exact=exact,
-                )
-            )
+        views = tuple(sorted(view.name for view in relevant))
+        grouped: dict[int, tuple[list[tuple[tuple[str, Any], ...]], list[int]]] = {}
+        for block, row, *values in members.iter_rows():
+            listed, positions = grouped.setdefault(block, ([], []))
+            listed.append(tuple(zip(self.public, values, strict=True)))
+            positions.append(row)
+        classes = [SindClass(tuple(listed), tuple(positions), views, exact) for listed, positions in grouped.values()]
         return sorted(classes, key=lambda c: [str(v) for _, v in c.members[0]])
 
     def _domain(self, rows: pl.DataFrame, sensitive: str) -> list[Any]:
@@ -200,50 +208,60 @@ class SindCheck:
         return sorted(values, key=str)
 
     def _classes(self, state: SindState, sensitive: str) -> list[SindFinding]:
-        findings = []
-        for block in self.partition(state, sensitive):
-            if len(block.members) < self.k:
-                reason = f"class of {len(block.members)} public tuple(s), fewer than k = {self.k}"
-            elif block.possible <= 1:
-                reason = "every member can take only one private value"
-            else:
-                continue
-            findings.append(SindFinding(self.k, sensitive, block.members, block.views, reason, block.exact))
-        return findings
+        """Findings from the partition and the certainty of its classes (module docstring).
 
-    def _group_values(
-        self, keys: pl.DataFrame, views: Sequence[ViewDefinition], columns: Sequence[str], sensitive: str
-    ) -> dict[str, dict[str, set[Any]]]:
-        """Per view projecting P, per signature: the distinct P values its group shows in the view."""
-        allowed: dict[str, dict[str, set[Any]]] = {}
-        for view, column in zip(views, columns, strict=True):
-            if sensitive not in view.attributes:
-                continue
-            groups = (
-                keys.filter(pl.col(column).is_not_null())
-                .group_by(column)
-                .agg(pl.col(sensitive).drop_nulls().unique().alias("\0values"))
-            )
-            allowed[column] = {key: set(values) for key, values in groups.iter_rows()}
-        return allowed
+        Classes whose members can take only their one current value v are one SIND class whatever their
+        signatures (swapping v for v changes nothing), so they are merged per value into one finding.
+        """
+        assert state.rows is not None
+        current = state.rows.get_column(sensitive).to_list()
+        blocks = self.partition(state, sensitive)
+        # Members of a class swap values: two current values in a class give each member two possible ones.
+        uniform = [block for block in blocks if len({current[i] for i in block.rows}) == 1]
+        verdicts: dict[int, bool | None] = {}
+        oracle = self._oracle(state.rows, sensitive) if uniform else None
+        try:
+            for block in uniform:
+                verdicts[block.rows[0]] = oracle.only_value(block.rows[0]) if oracle is not None else None
+            certain: dict[Any, list[SindClass]] = {}
+            findings = []
+            for block in blocks:
+                verdict = verdicts.get(block.rows[0], False)
+                if verdict is True:
+                    certain.setdefault(current[block.rows[0]], []).append(block)
+                elif len(block.members) < self.k:
+                    reason = f"class of {len(block.members)} public tuple(s), fewer than k = {self.k}"
+                    if verdict is None:  # its members might be certain, hence SIND with other certain tuples
+                        assert oracle is not None
+                        reason += (
+                            f" (whether its members can take other values is {oracle.reason_undecided(block.rows[0])})"
+                        )
+                    findings.append(
+                        SindFinding(
+                            self.k, sensitive, block.members, block.views, reason, block.exact and verdict is False
+                        )
+                    )
+                elif verdict is None:
+                    assert oracle is not None
+                    reason = f"every member may take only one private value: {oracle.reason_undecided(block.rows[0])}"
+                    findings.append(SindFinding(self.k, sensitive, block.members, block.views, reason, False))
+        finally:
+            if oracle is not None:
+                oracle.close()
+        for merged in certain.values():
+            members = sorted((m for block in merged for m in block.members), key=lambda m: [str(v) for _, v in m])
+            views = tuple(sorted({view for block in merged for view in block.views}))
+            reason = "every member can take only one private value (decided over all views by SAT)"
+            findings.append(SindFinding(self.k, sensitive, tuple(members), views, reason, True))
+        return sorted(findings, key=lambda f: [str(v) for _, v in f.members[0]])
 
-
-def _text_key(column: str, dtype: pl.DataType) -> pl.Expr:
-    """A signature column as hashable text (null stays null: not selected)."""
-    if isinstance(dtype, pl.Struct):
-        return pl.col(column).struct.json_encode().alias(column)
-    return pl.col(column).cast(pl.String).alias(column)
-
-
-def _at_most_two(constraints: Sequence[set[Any]], domain_size: int) -> int:
-    """How many private values a class may take, counted up to 2 (the intersection of its groups'
-    value sets; the table's whole domain when no view constrains it). Intersects smallest first."""
-    if not constraints:
-        return min(domain_size, 2)
-    ordered = sorted(constraints, key=len)
-    if len(ordered) == 1:
-        return min(len(ordered[0]), 2)
-    common = set(ordered[0])
-    for values in ordered[1:]:
-        common &= values
-    return min(len(common), 2)
+    def _oracle(self, rows: pl.DataFrame, sensitive: str) -> CertaintyOracle:
+        domain = self.domains.get(sensitive)
+        return build_oracle(
+            rows.select([*self.public, *self.sensitive]),
+            self.views,
+            sensitive,
+            list(domain) if domain is not None else self._domain(rows, sensitive),
+            max_pairs=self.max_pairs,
+            max_component=self.max_component,
+        )

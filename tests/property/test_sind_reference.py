@@ -127,3 +127,36 @@ def test_conservative_signature_separates_tuples_the_selection_treats_differentl
     assert not exact
     assert sorted(map(sorted, truth)) == [[0], [1]]
     assert sorted(map(sorted, ours)) == [[0], [1]]
+
+
+def _findings(case: dict[str, Any]) -> list[Any]:
+    check = SindCheck(case["views"], PUBLIC, ("P",), k=2, domains={"P": tuple(DOMAIN)})
+    table = pl.DataFrame([{**row, "P": p} for row, p in zip(case["rows"], case["private"], strict=True)])
+    state = check.initialize()
+    return list(check.update(state, table).raised)
+
+
+def _positions(case: dict[str, Any], finding: Any) -> frozenset[int]:
+    position = {(row["A"], row["B"]): i for i, row in enumerate(case["rows"])}
+    return frozenset(position[(dict(m)["A"], dict(m)["B"])] for m in finding.members)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans().flatmap(lambda on_private: publications(on_private=on_private)))
+def test_exact_findings_equal_the_definition(case: dict[str, Any]) -> None:
+    """Findings marked exact are the definition's: classes below k, and classes whose members have one
+    possible value in every instance (multiset views, every assignment enumerated)."""
+    truth, possible, _ = _reference(case)
+    findings = _findings(case)
+    certain = {i for i, values in enumerate(possible) if len(values) == 1}
+    reference = {frozenset(group) for group in truth if len(group) < 2 or group <= certain}
+    exact = {_positions(case, f) for f in findings if f.exact}
+    flagged = {i for f in findings for i in _positions(case, f)}
+    # Nothing the definition flags is missed, exact or not.
+    assert {i for group in reference for i in group} <= flagged
+    for f in findings:
+        if f.exact and "only one private value" in f.reason:
+            assert _positions(case, f) <= certain  # SAT's verdict is the enumeration's
+    on_private = any("P" in view.selection_attributes for view in case["views"])
+    if not on_private:
+        assert exact == reference
