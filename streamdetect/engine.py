@@ -7,13 +7,14 @@ through their ``update``; a batch run is one update with every row.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
+from streamdetect.checks.forcing_views import minimal_forcing_views
 from streamdetect.checks.indistinguishability import SindCheck
 from streamdetect.checks.k_anonymity import k_anonymity_check
 from streamdetect.checks.k_anonymity import needs_table as k_anonymity_needs_table
@@ -188,6 +189,18 @@ def _threshold(topology: Topology, name: str, k: int | None) -> int:
     return k if k is not None else (config.k if config is not None else 2)
 
 
+CoverKey = tuple[str, Any, str, frozenset[Any]]
+
+
+def _cover_key(finding: AssociationCoverFinding) -> CoverKey:
+    return (
+        finding.identifier_attribute,
+        finding.identifier_value,
+        finding.sensitive_attribute,
+        frozenset(finding.sensitive_values),
+    )
+
+
 def _k_anonymity(
     topology: Topology,
     views: Mapping[str, pl.DataFrame],
@@ -195,7 +208,46 @@ def _k_anonymity(
     k: int | None,
     progress: Callable[[int, int], None] | None,
 ) -> list[AssociationCoverFinding]:
-    """Yao et al.'s k-anonymity by the method the subcase calls for (:mod:`streamdetect.checks.k_anonymity`)."""
+    """Yao et al.'s k-anonymity by the method the subcase calls for (:mod:`streamdetect.checks.k_anonymity`),
+    each cover naming a minimal set of views that forces it (:mod:`streamdetect.checks.forcing_views`)."""
+    found = _covers(topology, views, table, k, progress)
+    if not found:
+        return found
+
+    def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
+        # Only the attributes the wanted covers concern: a run per (identifier, sensitive) pair is the cost.
+        table_schema = replace(
+            topology.table,
+            identifiers=tuple(a for a in topology.table.identifiers if any(key[0] == a for key in wanted)),
+            sensitive=tuple(a for a in topology.table.sensitive if any(key[2] == a for key in wanted)),
+        )
+        restricted = replace(
+            topology, table=table_schema, views=tuple(view for view in topology.views if view.name in subset)
+        )
+        frames = {name: frame for name, frame in views.items() if name in subset}
+        if table is None and needs_table(restricted, ["k-anonymity"]):
+            return set()  # that subset's method reads the private table, which this run does not have
+        return {_cover_key(finding) for finding in _covers(restricted, frames, table, k, None)}
+
+    def releases(key: CoverKey) -> tuple[list[str], list[str]]:
+        return tuple(  # type: ignore[return-value]
+            [view.name for view in topology.views if attribute in view.attributes] for attribute in (key[0], key[2])
+        )
+
+    order = [view.name for view in topology.views]
+    monotone = {_cover_key(finding): finding.exact for finding in found}
+    hints = {_cover_key(finding): frozenset(finding.views) for finding in found}
+    forcing = minimal_forcing_views(monotone, order, finds, releases=releases, monotone=monotone, hints=hints)
+    return [replace(finding, views=tuple(sorted(forcing[_cover_key(finding)]))) for finding in found]
+
+
+def _covers(
+    topology: Topology,
+    views: Mapping[str, pl.DataFrame],
+    table: pl.DataFrame | None,
+    k: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[AssociationCoverFinding]:
     check = k_anonymity_check(topology, k)
     if isinstance(check, RecomputedCheck):
         if check.needs_table and table is None:

@@ -192,21 +192,28 @@ class AssociationCoverCheck:
                 for code, sensitive_codes in candidates.select(identifier, sensitive).iter_rows():
                     cover = (identifier, sensitive, code, frozenset(sensitive_codes))
                     covers.setdefault(cover, set()).add(holder.name)
-        dictionaries = state.seen.dictionaries
-        findings = []
         keyed = {((i, s, code), codes): views for (i, s, code, codes), views in covers.items()}
-        for (identifier, sensitive, code), sensitive_codes, views in minimal_covers(keyed):
-            linked = decode(dictionaries, sensitive, sorted(sensitive_codes))
-            findings.append(
-                AssociationCoverFinding(
-                    k=self.k,
-                    identifier_attribute=identifier,
-                    identifier_value=decode(dictionaries, identifier, [code])[0],  # type: ignore[arg-type]
-                    sensitive_attribute=sensitive,
-                    sensitive_values=tuple(sorted(linked, key=str)),  # type: ignore[arg-type]
-                    views=tuple(sorted(views)),
-                )
+        minimal = minimal_covers(keyed)
+        # Decode in bulk, one gather per attribute: per-finding decoding dominated large results.
+        wanted: dict[str, set[int]] = {}
+        for (identifier, sensitive, code), sensitive_codes, _ in minimal:
+            wanted.setdefault(identifier, set()).add(code)
+            wanted.setdefault(sensitive, set()).update(sensitive_codes)
+        decoded: dict[str, dict[int, Any]] = {
+            attribute: dict(zip(sorted(codes), decode(state.seen.dictionaries, attribute, sorted(codes)), strict=True))
+            for attribute, codes in wanted.items()
+        }
+        findings = [
+            AssociationCoverFinding(
+                k=self.k,
+                identifier_attribute=identifier,
+                identifier_value=decoded[identifier][code],
+                sensitive_attribute=sensitive,
+                sensitive_values=tuple(sorted((decoded[sensitive][c] for c in sensitive_codes), key=str)),
+                views=tuple(sorted(views)),
             )
+            for (identifier, sensitive, code), sensitive_codes, views in minimal
+        ]
         return sorted(findings, key=_order)
 
 
