@@ -18,10 +18,10 @@ from streamdetect.checks.forcing_views import minimal_forcing_views
 from streamdetect.checks.indistinguishability import SindCheck
 from streamdetect.checks.k_anonymity import k_anonymity_check
 from streamdetect.checks.k_anonymity import needs_table as k_anonymity_needs_table
-from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.checks.linkage import LinkageCheck, finding_order
 from streamdetect.checks.recomputed import RecomputedCheck
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
-from streamdetect.errors import TopologyError
+from streamdetect.errors import StreamdetectError, TopologyError
 from streamdetect.model.topology import IDENTIFIER_CHECKS, Topology
 
 Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
@@ -73,24 +73,43 @@ class CheckSummary:
 
 
 @dataclass(frozen=True)
+class Withdrawal:
+    """What withholding one view would do: findings it clears (gone without the view), certain ones among
+    them, and findings left. ``error`` says why it could not be computed (then the counts are 0)."""
+
+    view: str
+    cleared: int
+    certain_cleared: int
+    remaining: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Report:
     """The findings of a run, typed, with the summary of each check.
 
     ``exit_code`` is what the CLI returns: 0 when nothing is found, 1 when something is.
+    ``accepted``: ids of findings accepted by a baseline (they do not fail the run); ``impact``: per view,
+    what withholding it would clear (``check --impact``), most cleared first.
     """
 
     topology: str
     checks: tuple[CheckSummary, ...]
     findings: tuple[Finding, ...]
+    accepted: frozenset[str] = frozenset()
+    impact: tuple[Withdrawal, ...] | None = None
 
     @property
     def exit_code(self) -> int:
         return self.exit_code_for("any")
 
+    def gating(self, fail_on: FailOn = "any") -> list[Finding]:
+        """The findings that fail the run: not accepted by the baseline, and certain under ``"certain"``."""
+        return [f for f in self.findings if f.id not in self.accepted and (fail_on == "any" or f.certain)]
+
     def exit_code_for(self, fail_on: FailOn) -> int:
-        """1 when a finding gates the run: any finding, or (``fail_on="certain"``) a certain one; else 0."""
-        gating = self.findings if fail_on == "any" else [f for f in self.findings if f.certain]
-        return 1 if gating else 0
+        """1 when a finding gates the run (:meth:`gating`), else 0."""
+        return 1 if self.gating(fail_on) else 0
 
     @property
     def certain_count(self) -> int:
@@ -121,10 +140,12 @@ class Report:
                 "findings": len(self.findings),
                 "certain": self.certain_count,
                 "possible": len(self.findings) - self.certain_count,
+                **({"accepted": sum(1 for f in self.findings if f.id in self.accepted)} if self.accepted else {}),
                 "by_check": self.by_check(),
                 "by_level": {str(level): count for level, count in self.by_level().items()},
             },
             "findings": [finding.to_dict() for finding in self.findings],
+            **({"impact": [withdrawal.__dict__ for withdrawal in self.impact]} if self.impact is not None else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -141,12 +162,15 @@ def run_checks(
     k: int | None = None,
     max_level: int | None = None,
     progress: ProgressFactory | None = None,
+    impact: bool = False,
 ) -> Report:
     """Run ``checks`` (default: those the topology lists) over the views' rows.
 
     ``table`` is the private table's rows, needed by the publisher-side checks (``sind``).
     ``k`` overrides every check's threshold; ``progress(name, total)`` returns a callback
-    ``(done, total)`` for a progress bar.
+    ``(done, total)`` for a progress bar. ``impact``: also compute, per view, the findings that
+    withholding it would clear, exactly (the linkage check reuses its state: the channels without the
+    view are the closure of the others; the other checks are rerun without it).
     """
     names = checks_to_run(topology, checks)
     unknown = [name for name in names if name not in CHECKS]
@@ -154,14 +178,21 @@ def run_checks(
         raise ValueError(f"unknown check(s) {', '.join(unknown)}; this version runs {', '.join(CHECKS)}")
     summaries: list[CheckSummary] = []
     findings: list[Finding] = []
+    left: dict[str, set[tuple[Any, ...]]] = {view.name: set() for view in topology.views}
+    errors: dict[str, str] = {}
     for name in names:
         if name == "linkage":
             check = LinkageCheck.from_topology(topology, k=k, max_level=max_level)
             total = sum(1 for view in views for task in check.tasks if view in task.channel.views)
             callback = progress(name, total) if progress is not None else None
-            found: list[Finding] = list(run_linkage(check, views, callback))
+            state = check.initialize()
+            linked = sorted(check.update(state, views, callback).raised, key=finding_order)
+            found: list[Finding] = list(linked)
             channels = sum(len(level) for level in check.levels)
             summaries.append(CheckSummary(name, check.k, channels, len(check.tasks), len(found)))
+            if impact:
+                for view in left:
+                    left[view] |= {f.subject for f in check.result(state, without=frozenset({view}))}
         elif name in TABLE_CHECKS:
             if table is None:
                 raise TopologyError(
@@ -180,8 +211,51 @@ def run_checks(
             pairs = sum(1 for e in topology.table.identifiers for s in topology.table.sensitive)
             threshold = found[0].k if found else _threshold(topology, "k-anonymity", k)
             summaries.append(CheckSummary(name, threshold, 1, pairs, len(found)))
+        if impact and name != "linkage" and found:
+            _rerun_without_each_view(topology, views, table, name, k, max_level, left, errors)
         findings.extend(found)
-    return Report(topology.name, tuple(summaries), tuple(findings))
+    withdrawals = _withdrawals(findings, left, errors) if impact else None
+    return Report(topology.name, tuple(summaries), tuple(findings), impact=withdrawals)
+
+
+def _rerun_without_each_view(  # noqa: PLR0917 -- private helper of run_checks, which passes its context
+    topology: Topology,
+    views: Mapping[str, pl.DataFrame],
+    table: pl.DataFrame | None,
+    name: str,
+    k: int | None,
+    max_level: int | None,
+    left: dict[str, set[tuple[Any, ...]]],
+    errors: dict[str, str],
+) -> None:
+    """Add to ``left[view]`` what check ``name`` still finds without ``view`` (``errors`` when it cannot run)."""
+    for view in list(left):
+        rest = replace(topology, views=tuple(v for v in topology.views if v.name != view))
+        if not rest.views:
+            continue
+        frames = {other: frame for other, frame in views.items() if other != view}
+        try:
+            report = run_checks(rest, frames, table=table, checks=[name], k=k, max_level=max_level)
+        except StreamdetectError as error:
+            errors[view] = f"{name} could not run without it: {error}"
+            continue
+        left[view] |= {f.subject for f in report.findings}
+
+
+def _withdrawals(
+    findings: Sequence[Finding], left: Mapping[str, set[tuple[Any, ...]]], errors: Mapping[str, str]
+) -> tuple[Withdrawal, ...]:
+    """Per view, the findings absent once it is withheld; most cleared first, then by name."""
+    result = []
+    for view, remaining in left.items():
+        cleared = [f for f in findings if f.subject not in remaining]
+        if view in errors:
+            result.append(Withdrawal(view, 0, 0, len(findings), errors[view]))
+            continue
+        result.append(
+            Withdrawal(view, len(cleared), sum(1 for f in cleared if f.certain), len(findings) - len(cleared))
+        )
+    return tuple(sorted(result, key=lambda w: (-w.cleared, -w.certain_cleared, w.view)))
 
 
 def _threshold(topology: Topology, name: str, k: int | None) -> int:

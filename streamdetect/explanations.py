@@ -33,9 +33,9 @@ def _join_sample(
         frame = views[name].unique()
         for attribute, values in filters.items():
             if attribute in frame.columns:
-                frame = frame.filter(
-                    pl.col(attribute).is_in(pl.Series(values, dtype=frame.schema[attribute]).implode())
-                )
+                # Values may come back from a saved JSON report as text (dates): cast them to the column's type.
+                wanted = pl.Series(values).cast(frame.schema[attribute], strict=False)
+                frame = frame.filter(pl.col(attribute).is_in(wanted.implode()))
         relations[name] = frame
     joined = materialise(relations, SAMPLE)
     order = [a for a in topology.table.attributes if a in joined.columns]
@@ -91,6 +91,8 @@ def explain_sind(topology: Topology, table: pl.DataFrame, finding: SindFinding) 
     """The class's members as each view sees them: selected or not, and the projected values."""
     members = pl.DataFrame([dict(member) for member in finding.members])
     public = members.columns
+    # Members read back from a saved report carry JSON values (dates as text): use the table's types.
+    members = members.with_columns(pl.col(a).cast(table.schema[a], strict=False) for a in public)
     rows = members.join(table, on=public, how="left")
     sections: list[Section] = [("members of the class, with their current private values", rows)]
     for view in topology.views:

@@ -103,6 +103,11 @@ class LinkageFinding(_Identified):
     check = "linkage"
 
     @property
+    def subject(self) -> tuple[Any, ...]:
+        """What the finding is about, apart from its evidence: (check, E, e, S)."""
+        return (self.check, self.identifier_attribute, self.identifier_value, self.sensitive_attribute)
+
+    @property
     def level(self) -> int:
         """The minimal level: the number of views of the smallest disclosing channel."""
         return len(self.views)
@@ -144,6 +149,17 @@ class AssociationCoverFinding(_Identified):
     check = "k-anonymity"
 
     @property
+    def subject(self) -> tuple[Any, ...]:
+        """What the finding is about: (check, E, e, S, the cover's values)."""
+        return (
+            self.check,
+            self.identifier_attribute,
+            self.identifier_value,
+            self.sensitive_attribute,
+            frozenset(self.sensitive_values),
+        )
+
+    @property
     def certain(self) -> bool:
         """An exact cover holds in every instance; a conservative one may not (possible)."""
         return self.exact
@@ -173,6 +189,11 @@ class SindFinding(_Identified):
     check = "sind"
 
     @property
+    def subject(self) -> tuple[Any, ...]:
+        """What the finding is about: (check, P, the members)."""
+        return (self.check, self.sensitive_attribute, frozenset(self.members))
+
+    @property
     def certain(self) -> bool:
         """An exact class is a violation in fact; a conservative one may not be (possible)."""
         return self.exact
@@ -196,3 +217,46 @@ class RsindFinding(SindFinding):
     """A block of the RSIND partition found that is smaller than k (section 3.2); never exact."""
 
     check = "rsind"
+
+
+def finding_from_dict(document: dict[str, Any]) -> LinkageFinding | AssociationCoverFinding | SindFinding:
+    """A finding rebuilt from its JSON form (:meth:`to_dict`), e.g. read back from a saved report.
+
+    Values come back as JSON scalars (dates as ISO strings); everything else is as reported. Raises
+    ``KeyError``/``ValueError`` on a document that is not a finding.
+    """
+    check = document["check"]
+    if check == "linkage":
+        return LinkageFinding(
+            k=int(document["k"]),
+            identifier_attribute=document["identifier"]["attribute"],
+            identifier_value=document["identifier"]["value"],
+            sensitive_attribute=document["sensitive"]["attribute"],
+            sensitive_values=tuple(document["sensitive"]["values"]),
+            views=tuple(document["views"]),
+            channels=tuple(tuple(channel) for channel in document["channels"]),
+            certain=bool(document.get("certain", True)),
+            channel_values=tuple(tuple(values) for values in document.get("channel_values", [])),
+            joined_on=tuple(document.get("joined_on", [])),
+        )
+    if check == "k-anonymity":
+        return AssociationCoverFinding(
+            k=int(document["k"]),
+            identifier_attribute=document["identifier"]["attribute"],
+            identifier_value=document["identifier"]["value"],
+            sensitive_attribute=document["sensitive"]["attribute"],
+            sensitive_values=tuple(document["sensitive"]["values"]),
+            views=tuple(document["views"]),
+            exact=bool(document["exact"]),
+        )
+    if check in ("sind", "rsind"):
+        kind = SindFinding if check == "sind" else RsindFinding
+        return kind(
+            k=int(document["k"]),
+            sensitive_attribute=document["sensitive"],
+            members=tuple(tuple(member.items()) for member in document["members"]),
+            views=tuple(document["views"]),
+            reason=document["reason"],
+            exact=bool(document["exact"]),
+        )
+    raise ValueError(f"unknown check {check!r}")

@@ -246,21 +246,29 @@ class LinkageCheck:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
         return self.update(state, other.seen.decoded())
 
-    def result(self, state: LinkageState) -> list[LinkageFinding]:
-        """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state)."""
+    def result(self, state: LinkageState, *, without: frozenset[str] = frozenset()) -> list[LinkageFinding]:
+        """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state).
+
+        ``without``: views to leave out, as if never published (``check --impact``): the channels that
+        hold none of them are exactly the closure of the other views, so their tasks' sets are reused.
+        """
         order = {task.channel.views: i for i, task in enumerate(self.tasks)}
         findings: list[LinkageFinding] = []
         for identifier in self.identifiers:
             for sensitive in self.sensitive:
-                findings.extend(self._result_pair(state, identifier, sensitive, order))
+                findings.extend(self._result_pair(state, identifier, sensitive, order, without))
         return sorted(findings, key=finding_order)
 
-    def _facts(self, state: LinkageState, identifier: str, codes: pl.Series) -> dict[int, IdentifierFacts]:
+    def _facts(
+        self, state: LinkageState, identifier: str, codes: pl.Series, without: frozenset[str]
+    ) -> dict[int, IdentifierFacts]:
         """What the views holding ``identifier`` publish about the tuples of ``codes`` (decoded)."""
         facts: dict[int, IdentifierFacts] = {}
         if codes.is_empty():
             return facts
         for view in self._proof.holders(identifier):
+            if view.name in without:
+                continue
             rows = state.seen.rows.get(view.name)
             if rows is None:
                 continue
@@ -271,12 +279,12 @@ class LinkageCheck:
         return facts
 
     def _disclosing(
-        self, state: LinkageState, identifier: str, sensitive: str
+        self, state: LinkageState, identifier: str, sensitive: str, without: frozenset[str]
     ) -> list[tuple[LinkageTask, pl.DataFrame]]:
         """Per task of (E, S), the identifier codes linked to fewer than k values, with their value codes."""
         found = []
         for task in self.tasks:
-            if task.identifier != identifier or task.sensitive != sensitive:
+            if task.identifier != identifier or task.sensitive != sensitive or without & set(task.channel.views):
                 continue
             frame = state.linked.get(task.key)
             if frame is None or frame.is_empty():
@@ -289,13 +297,19 @@ class LinkageCheck:
         return found
 
     def _result_pair(
-        self, state: LinkageState, identifier: str, sensitive: str, order: Mapping[tuple[str, ...], int]
+        self,
+        state: LinkageState,
+        identifier: str,
+        sensitive: str,
+        order: Mapping[tuple[str, ...], int],
+        without: frozenset[str],
     ) -> list[LinkageFinding]:
-        disclosing = self._disclosing(state, identifier, sensitive)
+        disclosing = self._disclosing(state, identifier, sensitive, without)
         if not disclosing:
             return []
         to_prove = [frame.get_column(identifier) for task, frame in disclosing if self._open_selections[task.key]]
-        facts = self._facts(state, identifier, pl.concat(to_prove).unique() if to_prove else pl.Series([]))
+        codes = pl.concat(to_prove).unique() if to_prove else pl.Series([])
+        facts = self._facts(state, identifier, codes, without)
         parts = []
         for task, frame in disclosing:
             selections = self._open_selections[task.key]

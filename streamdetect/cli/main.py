@@ -7,10 +7,12 @@ shows its traceback).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,21 +21,31 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, finding_from_dict
 from streamdetect.cli.bench import bench
-from streamdetect.engine import CHECKS, FailOn, checks_to_run, needs_table, run_checks
+from streamdetect.engine import CHECKS, FailOn, Finding, checks_to_run, needs_table, run_checks
 from streamdetect.errors import StreamdetectError, TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import MAX_K
 from streamdetect.relational.universal import channel_sizes, universal_relation
+from streamdetect.reporting.baseline import accepted_ids
 from streamdetect.reporting.console import progress_bars, render_report
+from streamdetect.reporting.document import layout
+from streamdetect.reporting.dot import view_graph_dot
+from streamdetect.reporting.junit import junit_xml
+from streamdetect.reporting.markdown import markdown
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_CODES = (
+    "Exit codes: 0 nothing found (or nothing that fails the run); 1 findings that fail the run; "
+    "2 bad input: the topology, a data file or an option (one line naming the file, the key path or row, "
+    "and what is wrong); 3 internal error, a bug (STREAMDETECT_DEBUG=1 shows the traceback)."
+)
 
 
 def fail_cleanly(function: F) -> F:
@@ -59,19 +71,34 @@ def fail_cleanly(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(package_name="streamdetect")
 def cli() -> None:
     """Detect privacy disclosure across the views of one private table."""
 
 
-@cli.command()
+FORMATS = ("human", "json", "markdown", "junit")
+
+
+@cli.command(epilog=EXIT_CODES)
 @click.argument("topology", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/report-format.md).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(FORMATS),
+    default="human",
+    show_default=True,
+    help="human (tables on a terminal, plain text otherwise), json (docs/report-format.md), markdown "
+    "(a merge-request comment) or junit (XML: each finding a failed test case).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file, not stdout."
+)
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Run only this check (repeatable).")
 @click.option("--k", type=click.IntRange(min=2, max=MAX_K), help="Override every check's threshold k.")
 @click.option("--max-level", type=click.IntRange(min=1), help="Stop the closure at this many views per channel.")
-@click.option("--limit", default=20, show_default=True, help="Findings shown per channel (human output).")
+@click.option("--limit", default=20, show_default=True, help="Findings shown per channel (human and markdown).")
 @click.option(
     "--fail-on",
     type=click.Choice(["any", "certain"]),
@@ -79,54 +106,114 @@ def cli() -> None:
     show_default=True,
     help="Exit 1 on any finding, or only on certain ones (possible links then exit 0).",
 )
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="An accepted earlier JSON report: its findings (by id) do not fail the run; only new ones do.",
+)
+@click.option("--impact", is_flag=True, help="Per view, the findings withholding it would clear (rerun without it).")
 @fail_cleanly
 def check(
     topology: Path,
+    output_format: str,
     as_json: bool,
+    output: Path | None,
     checks: tuple[str, ...],
     k: int | None,
     max_level: int | None,
     limit: int,
     fail_on: FailOn,
+    baseline: Path | None,
+    impact: bool,
 ) -> None:
-    """Check TOPOLOGY's views; exit 0 when nothing is found, 1 when something is, 2 on bad input."""
+    """Check TOPOLOGY's views: exit 0 when nothing fails the run, 1 when something does, 2 on bad input."""
     model = load_topology(topology)
     names = checks_to_run(model, checks or None)
+    accepted = accepted_ids(baseline) if baseline is not None else frozenset()
     views, table = load_data(model, with_table=needs_table(model, names))
     err = Console(stderr=True)
     with progress_bars(err) as progress:
-        report = run_checks(model, views, table=table, checks=names, k=k, max_level=max_level, progress=progress)
-    if as_json:
-        click.echo(report.to_json())
+        report = run_checks(
+            model, views, table=table, checks=names, k=k, max_level=max_level, progress=progress, impact=impact
+        )
+    report = replace(report, accepted=accepted)
+    chosen = "json" if as_json else output_format
+    target = Console(file=io.StringIO(), width=120) if output is not None else Console()
+    if chosen == "human":
+        render_report(target, report, limit=limit, fail_on=fail_on)
+        text = target.file.getvalue() if output is not None else None  # type: ignore[attr-defined]
+    elif chosen == "json":
+        text = report.to_json() + "\n"
+    elif chosen == "markdown":
+        text = markdown(layout(report, limit, fail_on))
     else:
-        render_report(Console(), report, limit=limit, fail_on=fail_on)
+        text = junit_xml(report, fail_on)
+    if output is not None:
+        _write(output, text or "")
+    elif text is not None:
+        click.echo(text, nl=False)
     sys.exit(report.exit_code_for(fail_on))
 
 
-@cli.command()
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TopologyError(f"cannot write the report (--output): {exc.strerror}", file=str(path)) from None
+
+
+@cli.command(epilog=EXIT_CODES)
 @click.argument("topology", type=click.Path(path_type=Path))
-@click.option("--finding", "number", required=True, type=click.IntRange(min=1), help="The finding's # in the report.")
+@click.option("--finding", "reference", required=True, help="The finding's id (stable), or its # in the report.")
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A saved JSON report holding the finding: then only its own rows are joined, no check is rerun.",
+)
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Run only this check (repeatable).")
 @click.option("--k", type=click.IntRange(min=2, max=MAX_K), help="Override every check's threshold k.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the finding and its explanation.")
 @fail_cleanly
-def explain(topology: Path, number: int, checks: tuple[str, ...], k: int | None) -> None:
-    """Explain finding N of `streamdetect check TOPOLOGY` (same --check and --k): the rows that produce it."""
+def explain(
+    topology: Path, reference: str, report: Path | None, checks: tuple[str, ...], k: int | None, as_json: bool
+) -> None:
+    """Explain one finding of `streamdetect check TOPOLOGY` (same --check and --k): the rows that produce it.
+
+    With --report the finding is read from that report and only what it needs is computed; without it
+    the checks are rerun to find it.
+    """
     model = load_topology(topology)
-    names = checks_to_run(model, checks or None)
+    if report is not None:
+        finding = _finding_in_report(report, reference)
+        names = [finding.check]
+    else:
+        names = checks_to_run(model, checks or None)
     views, table = load_data(model, with_table=needs_table(model, names) or model.table.source is not None)
-    report = run_checks(model, views, table=table, checks=names, k=k)
-    if number > len(report.findings):
-        raise TopologyError(f"--finding {number}: the report has {len(report.findings)} finding(s)")
-    finding = report.findings[number - 1]
-    console = Console()
-    console.print_json(json.dumps(finding.to_dict()))
+    if report is None:
+        found = run_checks(model, views, table=table, checks=names, k=k).findings
+        finding = _pick(found, reference, "the report")
     if isinstance(finding, LinkageFinding):
         sections = explain_linkage(model, views, finding)
     elif isinstance(finding, AssociationCoverFinding):
         sections = explain_cover(model, views, finding)
     else:
-        assert table is not None  # the sind checks ran, so the table was read
+        if table is None:
+            raise TopologyError("explaining a SIND class needs the private table: set table.source", key="table.source")
         sections = explain_sind(model, table, finding)
+    if as_json:
+        explanation = [
+            {
+                "title": title,
+                "columns": frame.columns,
+                "rows": [list(map(_json_cell, row)) for row in frame.iter_rows()],
+            }
+            for title, frame in sections
+        ]
+        click.echo(json.dumps({"finding": finding.to_dict(), "explanation": explanation}, ensure_ascii=False))
+        return
+    console = Console()
+    console.print_json(json.dumps(finding.to_dict()))
     for title, frame in sections:
         console.print(f"\n[bold]{title}[/bold]")
         rendered = Table(show_header=True)
@@ -137,9 +224,46 @@ def explain(topology: Path, number: int, checks: tuple[str, ...], k: int | None)
         console.print(rendered)
 
 
+def _json_cell(value: object) -> object:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def _pick(findings: Sequence[Finding], reference: str, where: str) -> Finding:
+    """The finding with this id, or at this 1-based position."""
+    if reference.isdigit() and len(reference) < 16:
+        number = int(reference)
+        if not 1 <= number <= len(findings):
+            raise TopologyError(f"--finding {number}: {where} has {len(findings)} finding(s)")
+        return findings[number - 1]
+    for finding in findings:
+        if finding.id == reference:
+            return finding
+    raise TopologyError(f"--finding {reference}: no finding with this id in {where} (ids are 16 hex digits)")
+
+
+def _finding_in_report(path: Path, reference: str) -> Finding:
+    """The finding ``reference`` (id or position) of a saved JSON report, rebuilt."""
+    accepted_ids(path)  # validates the file as a report, naming it when it is not
+    entries = json.loads(path.read_text(encoding="utf-8"))["findings"]
+    try:
+        findings = [finding_from_dict(entry) for entry in entries]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TopologyError(f"a finding of the report is malformed: {exc}", file=str(path)) from None
+    return _pick(findings, reference, f"the report {path}")
+
+
 @cli.command()
 @click.argument("topology", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the channels as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the channels as JSON (same as --format json).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "dot"]),
+    default="table",
+    show_default=True,
+    help="dot: the view-join graph as Graphviz DOT, joins labelled with the shared attributes and the "
+    "channels of the topology's current findings in red (render with `dot -Tsvg`).",
+)
 @click.option("--max-level", type=click.IntRange(min=1), help="Stop the closure at this many views per channel.")
 @click.option(
     "--universal",
@@ -148,12 +272,22 @@ def explain(topology: Path, number: int, checks: tuple[str, ...], k: int | None)
 )
 @click.option("--max-rows", default=100_000, show_default=True, help="Rows per channel in --universal.")
 @fail_cleanly
-def closure(topology: Path, as_json: bool, max_level: int | None, universal: Path | None, max_rows: int) -> None:
+def closure(
+    topology: Path, as_json: bool, output_format: str, max_level: int | None, universal: Path | None, max_rows: int
+) -> None:
     """List TOPOLOGY's channels (connected sets of views) by level, with schemas and exact row counts."""
     model = load_topology(topology)
+    if output_format == "dot":
+        names = checks_to_run(model)
+        frames, private = load_data(model, with_table=needs_table(model, names))
+        report = run_checks(model, frames, table=private, checks=names, max_level=max_level)
+        channels = {channel for f in report.findings if isinstance(f, LinkageFinding) for channel in f.channels}
+        channels |= {f.views for f in report.findings if not isinstance(f, LinkageFinding)}
+        click.echo(view_graph_dot(model.name, model.views, sorted(channels)), nl=False)
+        return
     views = load_views(model)
     levels = channel_sizes(model.views, views, model.table.attributes, max_level)
-    if as_json:
+    if as_json or output_format == "json":
         document = [
             {
                 "level": size.channel.level,
