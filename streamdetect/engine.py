@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import polars as pl
 
+from streamdetect.checks.association_covers import AssociationCoverCheck, CoverCodes
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
 from streamdetect.checks.forcing_views import minimal_forcing_views
 from streamdetect.checks.indistinguishability import SindCheck
@@ -21,6 +22,7 @@ from streamdetect.checks.k_anonymity import needs_table as k_anonymity_needs_tab
 from streamdetect.checks.linkage import LinkageCheck, finding_order
 from streamdetect.checks.recomputed import RecomputedCheck
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
+from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import StreamdetectError, TopologyError
 from streamdetect.model.topology import IDENTIFIER_CHECKS, Topology
 
@@ -284,35 +286,79 @@ def _k_anonymity(
 ) -> list[AssociationCoverFinding]:
     """Yao et al.'s k-anonymity by the method the subcase calls for (:mod:`streamdetect.checks.k_anonymity`),
     each cover naming a minimal set of views that forces it (:mod:`streamdetect.checks.forcing_views`)."""
+    check = k_anonymity_check(topology, k)
+    if isinstance(check, AssociationCoverCheck):
+        return _projection_covers(topology, check, views, k, progress)
     found = _covers(topology, views, table, k, progress)
     if not found:
         return found
 
     def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
-        # Only the attributes the wanted covers concern: a run per (identifier, sensitive) pair is the cost.
-        table_schema = replace(
-            topology.table,
-            identifiers=tuple(a for a in topology.table.identifiers if any(key[0] == a for key in wanted)),
-            sensitive=tuple(a for a in topology.table.sensitive if any(key[2] == a for key in wanted)),
-        )
-        restricted = replace(
-            topology, table=table_schema, views=tuple(view for view in topology.views if view.name in subset)
-        )
+        restricted = _restricted(topology, subset, {(key[0], key[2]) for key in wanted})
         frames = {name: frame for name, frame in views.items() if name in subset}
         if table is None and needs_table(restricted, ["k-anonymity"]):
             return set()  # that subset's method reads the private table, which this run does not have
         return {_cover_key(finding) for finding in _covers(restricted, frames, table, k, None)}
 
     def releases(key: CoverKey) -> tuple[list[str], list[str]]:
-        return tuple(  # type: ignore[return-value]
-            [view.name for view in topology.views if attribute in view.attributes] for attribute in (key[0], key[2])
-        )
+        return _releasing(topology, key[0], key[2])
 
-    order = [view.name for view in topology.views]
     monotone = {_cover_key(finding): finding.exact for finding in found}
     hints = {_cover_key(finding): frozenset(finding.views) for finding in found}
+    order = [view.name for view in topology.views]
     forcing = minimal_forcing_views(monotone, order, finds, releases=releases, monotone=monotone, hints=hints)
     return [replace(finding, views=tuple(sorted(forcing[_cover_key(finding)]))) for finding in found]
+
+
+def _restricted(topology: Topology, subset: frozenset[str], pairs: set[tuple[str, str]]) -> Topology:
+    """The topology with only the views of ``subset`` and the (identifier, sensitive) attributes of ``pairs``
+    (a rerun per pair is the cost, so only the pairs still asked about)."""
+    table = replace(
+        topology.table,
+        identifiers=tuple(a for a in topology.table.identifiers if any(e == a for e, _ in pairs)),
+        sensitive=tuple(a for a in topology.table.sensitive if any(s == a for _, s in pairs)),
+    )
+    return replace(topology, table=table, views=tuple(view for view in topology.views if view.name in subset))
+
+
+def _releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
+    """The views that release the identifier attribute, and those that release the sensitive one."""
+    return (
+        [view.name for view in topology.views if identifier in view.attributes],
+        [view.name for view in topology.views if sensitive in view.attributes],
+    )
+
+
+def _projection_covers(
+    topology: Topology,
+    check: AssociationCoverCheck,
+    views: Mapping[str, pl.DataFrame],
+    k: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[AssociationCoverFinding]:
+    """The join-based method's covers with minimal forcing views, compared in dictionary codes: every
+    subset run reuses the rows the full run encoded and decodes nothing."""
+    state = check.initialize()
+    check.add(state, views, progress)
+    full = check.minimal_cover_codes(state)
+    if not full:
+        return []
+
+    def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> set[CoverCodes]:
+        restricted = _restricted(topology, subset, {(key[0], key[1]) for key in wanted})
+        narrower = k_anonymity_check(restricted, k)
+        if not isinstance(narrower, AssociationCoverCheck):
+            return set()  # not the same method on fewer views (an FD became effective): not tried
+        seen = SeenRows({name: state.seen.rows[name] for name in subset}, state.seen.dictionaries)
+        return set(narrower.minimal_cover_codes(narrower.recompute(seen)))
+
+    def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
+        return _releasing(topology, key[0], key[1])
+
+    order = [view.name for view in topology.views]
+    hints = {key: frozenset(holders) for key, holders in full.items()}
+    forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=hints)
+    return check.result(state, covers=full, views=forcing)
 
 
 def _covers(

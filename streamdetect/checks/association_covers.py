@@ -42,6 +42,8 @@ K = TypeVar("K", bound=Hashable)
 PF = "\0pf"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
 SetKey = tuple[str, str, str, str]
+#: A cover in dictionary codes: (identifier attribute, sensitive attribute, identifier code, value codes)
+CoverCodes = tuple[str, str, int, frozenset[int]]
 
 
 @dataclass
@@ -123,6 +125,13 @@ class AssociationCoverCheck:
     ) -> Delta[AssociationCoverFinding]:
         """Add new rows of one or more views; return the covers raised and cleared. Exact."""
         before = self.result(state) if state.sets else []
+        self.add(state, batch, progress)
+        return diff(before, self.result(state))
+
+    def add(
+        self, state: AssociationCoverState, batch: Mapping[str, pl.DataFrame], progress: Progress | None = None
+    ) -> None:
+        """The work of :meth:`update` without the diff: for a caller that reads the result its own way."""
         attributes = {view.name: list(view.attributes) for view in self.views}
         total = len(batch) * len(self.views) * len(self.pairs) * 2
         done = 0
@@ -141,7 +150,6 @@ class AssociationCoverCheck:
                             self._apply(state, key, needed, name, new, first, cap, shared)
                         if progress is not None:
                             progress(done, total)
-        return diff(before, self.result(state))
 
     def _apply(  # noqa: PLR0917 -- private; the update loop passes its whole context
         self,
@@ -171,12 +179,32 @@ class AssociationCoverCheck:
         current = state.sets.get(key)
         state.sets[key] = found if current is None else cap_per_key(pl.concat([current, found]), [PF], cap)
 
+    def recompute(self, seen: SeenRows) -> AssociationCoverState:
+        """The state for rows already seen and encoded (e.g. another check's, restricted to this check's
+        views): the capped sets computed in one pass, without encoding the rows again. Exact; the same
+        work as one :meth:`update` with every row. ``seen`` is shared, not copied: do not update the result.
+        """
+        state = AssociationCoverState(seen=seen)
+        if not self.views or not all(seen.height(view.name) for view in self.views):
+            return state
+        # The whole of one view as the "delta": its join with the others is everything.
+        changed = self.views[0].name
+        shared = SharedWork()
+        for identifier, sensitive in self.pairs:
+            needed = self._needed(identifier, sensitive)
+            for holder in self.views:
+                for target, cap in ((identifier, 2), (sensitive, self.k)):
+                    key = (holder.name, identifier, sensitive, target)
+                    self._apply(state, key, needed, changed, seen.rows[changed], 0, cap, shared)
+        return state
+
     def merge(self, state: AssociationCoverState, other: AssociationCoverState) -> Delta[AssociationCoverFinding]:
         """Fold another partition's state in, exactly, by replaying its rows."""
         return self.update(state, other.seen.decoded())
 
-    def result(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
-        """Every minimal association cover of size below k, sorted."""
+    def minimal_cover_codes(self, state: AssociationCoverState) -> dict[CoverCodes, set[str]]:
+        """Every minimal association cover below k, in dictionary codes, with the views whose projection
+        facts give it. No decoding: comparable across states that share dictionaries."""
         covers: dict[tuple[str, str, Any, frozenset[Any]], set[str]] = {}
         for identifier, sensitive in self.pairs:
             for holder in self.views:
@@ -193,7 +221,26 @@ class AssociationCoverCheck:
                     cover = (identifier, sensitive, code, frozenset(sensitive_codes))
                     covers.setdefault(cover, set()).add(holder.name)
         keyed = {((i, s, code), codes): views for (i, s, code, codes), views in covers.items()}
-        minimal = minimal_covers(keyed)
+        return {(i, s, code, codes): views for (i, s, code), codes, views in minimal_covers(keyed)}
+
+    def result(
+        self,
+        state: AssociationCoverState,
+        *,
+        covers: Mapping[CoverCodes, set[str]] | None = None,
+        views: Mapping[CoverCodes, frozenset[str]] | None = None,
+    ) -> list[AssociationCoverFinding]:
+        """Every minimal association cover of size below k, sorted.
+
+        ``covers``: :meth:`minimal_cover_codes` of ``state`` when the caller has it already. ``views``
+        names, per cover, the views to report (a minimal forcing set); by default the views whose
+        projection facts give the cover.
+        """
+        found = covers if covers is not None else self.minimal_cover_codes(state)
+        minimal = [
+            ((i, s, code), codes, views[(i, s, code, codes)] if views is not None else holders)
+            for (i, s, code, codes), holders in found.items()
+        ]
         # Decode in bulk, one gather per attribute: per-finding decoding dominated large results.
         wanted: dict[str, set[int]] = {}
         for (identifier, sensitive, code), sensitive_codes, _ in minimal:

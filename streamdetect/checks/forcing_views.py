@@ -61,21 +61,20 @@ def minimal_forcing_views(
         return memo[subset]
 
     everything = frozenset(views)
-    pending = set(asked)
+    pending = _groups(asked, everything, releases, hints)
     result: dict[K, frozenset[str]] = {}
     runs = 0
     for size in range(1, len(views) + 1):
         if not pending or runs >= max_runs:
             break
         subsets = [frozenset(chosen) for chosen in combinations(views, size)]
-        if hints is not None:
-            # Subsets holding the views a finding was first seen through are likeliest to force it:
-            # try them first, so that few runs settle the size (any subset of the size is as small).
-            subsets.sort(key=lambda subset: -sum(1 for key in pending if hints.get(key, everything) <= subset))
+        # Subsets holding the views a finding was first seen through are likeliest to force it: try them
+        # first, so that few runs settle the size (any subset of the size is as small).
+        subsets.sort(key=lambda subset: -sum(len(keys) for (_, hint), keys in pending.items() if hint <= subset))
         for subset in subsets:
             if not pending:
                 break
-            wanted = [key for key in pending if releases is None or _releases_both(subset, releases(key))]
+            wanted = [group for group in pending if _releases_both(subset, group[0])]
             if not wanted:
                 continue
             if subset not in memo:
@@ -83,18 +82,43 @@ def minimal_forcing_views(
                 if runs > max_runs:
                     break
             kept = found(subset)
-            for key in wanted:
-                if key in kept:
+            for group in wanted:
+                settled = pending[group] & kept
+                for key in settled:
                     result[key] = subset
-                    pending.discard(key)
-        asked = set(pending)  # later runs only need the findings still without a set
-    if pending:
-        result.update(_greedy(pending, views, found, monotone))
+                remaining = pending[group] - settled
+                if remaining:
+                    pending[group] = remaining
+                else:
+                    del pending[group]
+        asked = {key for keys in pending.values() for key in keys}  # later runs need only these
+    pending_keys = {key for keys in pending.values() for key in keys}
+    if pending_keys:
+        result.update(_greedy(pending_keys, views, found, monotone))
     return result
 
 
-def _releases_both(subset: frozenset[str], holders: tuple[Collection[str], Collection[str]]) -> bool:
-    return all(any(view in subset for view in side) for side in holders)
+Group = tuple[tuple[frozenset[str], frozenset[str]], frozenset[str]]
+
+
+def _groups(
+    keys: Iterable[K],
+    everything: frozenset[str],
+    releases: Callable[[K], tuple[Collection[str], Collection[str]]] | None,
+    hints: Mapping[K, frozenset[str]] | None,
+) -> dict[Group, set[K]]:
+    """Keys that release through the same views and share a hint, together: the search works per group,
+    so its bookkeeping grows with the groups (a handful), not with the findings."""
+    groups: dict[Group, set[K]] = {}
+    for key in keys:
+        sides = releases(key) if releases is not None else (everything, everything)
+        hint = hints.get(key, everything) if hints is not None else everything
+        groups.setdefault(((frozenset(sides[0]), frozenset(sides[1])), hint), set()).add(key)
+    return groups
+
+
+def _releases_both(subset: frozenset[str], holders: tuple[frozenset[str], frozenset[str]]) -> bool:
+    return all(subset & side for side in holders)
 
 
 def _greedy(

@@ -344,11 +344,14 @@ class LinkageCheck:
         by_index = {order[task.channel.views]: task.channel.views for task in self.tasks}
         dictionaries = state.seen.dictionaries
         identifiers = decode(dictionaries, identifier, minimal.get_column(identifier).to_list())
+        # The sensitive values of every finding in one gather (not one decode per finding).
+        used = minimal.get_column("_values").explode().explode().unique().drop_nulls().sort().to_list()
+        sensitive_value = dict(zip(used, decode(dictionaries, sensitive, used), strict=True))
         findings = []
         for value, (_, indices, value_codes, certain) in zip(identifiers, minimal.iter_rows(), strict=True):
             members = tuple(by_index[i] for i in indices)
             channel_values = tuple(
-                tuple(sorted(decode(dictionaries, sensitive, codes), key=_sort_key)) for codes in value_codes
+                tuple(sorted((sensitive_value[code] for code in codes), key=_sort_key)) for codes in value_codes
             )
             findings.append(
                 LinkageFinding(
@@ -356,11 +359,11 @@ class LinkageCheck:
                     identifier_attribute=identifier,
                     identifier_value=value,  # type: ignore[arg-type]
                     sensitive_attribute=sensitive,
-                    sensitive_values=channel_values[0],  # type: ignore[arg-type]
+                    sensitive_values=channel_values[0],
                     views=members[0],
                     channels=members,
                     certain=bool(certain),
-                    channel_values=channel_values,  # type: ignore[arg-type]
+                    channel_values=channel_values,
                     joined_on=self._joined_on[members[0]],
                 )
             )

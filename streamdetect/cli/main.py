@@ -187,6 +187,13 @@ def explain(
     if report is not None:
         finding = _finding_in_report(report, reference)
         names = [finding.check]
+        unknown = sorted(set(finding.views) - {view.name for view in model.views})
+        if unknown:
+            raise TopologyError(
+                f"finding {finding.id} names view(s) {', '.join(unknown)} that {topology} does not define: "
+                "the report is of another topology",
+                file=str(report),
+            )
     else:
         names = checks_to_run(model, checks or None)
     views, table = load_data(model, with_table=needs_table(model, names) or model.table.source is not None)
@@ -199,7 +206,11 @@ def explain(
         sections = explain_cover(model, views, finding)
     else:
         if table is None:
-            raise TopologyError("explaining a SIND class needs the private table: set table.source", key="table.source")
+            raise TopologyError(
+                "explaining a SIND class needs the private table: set table.source",
+                file=model.path,
+                key="table.source",
+            )
         sections = explain_sind(model, table, finding)
     if as_json:
         explanation = [

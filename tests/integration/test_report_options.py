@@ -177,3 +177,13 @@ def test_explain_by_id_from_a_saved_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["explain", topology, "--finding", "0123456789abcdef"])
     assert result.exit_code == 2
     assert "no finding with this id" in result.stderr
+
+
+def test_explain_refuses_a_report_of_another_topology(tmp_path: Path) -> None:
+    saved = tmp_path / "report.json"
+    _check(str(TOPOLOGIES / "yao-serious-possible.yaml"), "--format", "json", "--output", str(saved))
+    result = CliRunner().invoke(
+        cli, ["explain", str(TOPOLOGIES / "dou-patients.yaml"), "--finding", "1", "--report", str(saved)]
+    )
+    assert result.exit_code == 2
+    assert "another topology" in result.stderr
