@@ -226,14 +226,19 @@ def finding_from_dict(document: dict[str, Any]) -> LinkageFinding | AssociationC
     ``KeyError``/``ValueError`` on a document that is not a finding.
     """
     check = document["check"]
+    if check in ("linkage", "k-anonymity"):
+        # The fields :func:`_association` writes for both kinds.
+        shared: dict[str, Any] = {
+            "k": int(document["k"]),
+            "identifier_attribute": document["identifier"]["attribute"],
+            "identifier_value": document["identifier"]["value"],
+            "sensitive_attribute": document["sensitive"]["attribute"],
+            "sensitive_values": tuple(document["sensitive"]["values"]),
+            "views": tuple(document["views"]),
+        }
     if check == "linkage":
         return LinkageFinding(
-            k=int(document["k"]),
-            identifier_attribute=document["identifier"]["attribute"],
-            identifier_value=document["identifier"]["value"],
-            sensitive_attribute=document["sensitive"]["attribute"],
-            sensitive_values=tuple(document["sensitive"]["values"]),
-            views=tuple(document["views"]),
+            **shared,
             channels=tuple(tuple(channel) for channel in document["channels"]),
             certain=bool(document.get("certain", True)),
             channel_values=tuple(tuple(values) for values in document.get("channel_values", [])),
@@ -241,12 +246,7 @@ def finding_from_dict(document: dict[str, Any]) -> LinkageFinding | AssociationC
         )
     if check == "k-anonymity":
         return AssociationCoverFinding(
-            k=int(document["k"]),
-            identifier_attribute=document["identifier"]["attribute"],
-            identifier_value=document["identifier"]["value"],
-            sensitive_attribute=document["sensitive"]["attribute"],
-            sensitive_values=tuple(document["sensitive"]["values"]),
-            views=tuple(document["views"]),
+            **shared,
             exact=bool(document["exact"]),
         )
     if check in ("sind", "rsind"):

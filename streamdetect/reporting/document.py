@@ -104,6 +104,21 @@ def _marks(finding: Finding, report: Report) -> str:
     return " (accepted)" if finding.id in report.accepted else ""
 
 
+def _association_cells(
+    finding: LinkageFinding | AssociationCoverFinding, number: int, report: Report
+) -> tuple[str, ...]:
+    finding: LinkageFinding | AssociationCoverFinding, number: int, report: Report
+) -> tuple[str, ...]:
+    """The cells an identifier-to-sensitive finding starts its row with: #, id, E, e, S."""
+    return (
+        str(number),
+        finding.id + _marks(finding, report),
+        finding.identifier_attribute,
+        value_text(finding.identifier_value),
+        finding.sensitive_attribute,
+    )
+
+
 def _cut(rows: Sequence[tuple[str, ...]], limit: int) -> tuple[tuple[tuple[str, ...], ...], int]:
     return tuple(rows[:limit]), max(0, len(rows) - limit)
 
@@ -123,11 +138,7 @@ def _linkage_blocks(findings: list[LinkageFinding], numbers: dict[str, int], rep
         )
         rows = [
             (
-                str(numbers[f.id]),
-                f.id + _marks(f, report),
-                f.identifier_attribute,
-                value_text(f.identifier_value),
-                f.sensitive_attribute,
+                *_association_cells(f, numbers[f.id], report),
                 _values(f.sensitive_values),
                 "possible" if not f.certain else ("total" if f.total else "partial"),
                 str(len(f.channels) - 1) if len(f.channels) > 1 else "",
@@ -147,11 +158,7 @@ def _cover_blocks(
     columns = ("#", "id", "identifier", "value", "sensitive", "cover", "forced by views", "exact")
     rows = [
         (
-            str(numbers[f.id]),
-            f.id + _marks(f, report),
-            f.identifier_attribute,
-            value_text(f.identifier_value),
-            f.sensitive_attribute,
+            *_association_cells(f, numbers[f.id], report),
             "{" + _values(f.sensitive_values) + "}",
             ", ".join(f.views),
             "yes" if f.exact else "no (conservative)",
