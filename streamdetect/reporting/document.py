@@ -107,8 +107,6 @@ def _marks(finding: Finding, report: Report) -> str:
 def _association_cells(
     finding: LinkageFinding | AssociationCoverFinding, number: int, report: Report
 ) -> tuple[str, ...]:
-    finding: LinkageFinding | AssociationCoverFinding, number: int, report: Report
-) -> tuple[str, ...]:
     """The cells an identifier-to-sensitive finding starts its row with: #, id, E, e, S."""
     return (
         str(number),
