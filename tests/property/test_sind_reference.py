@@ -157,6 +157,10 @@ def test_exact_findings_equal_the_definition(case: dict[str, Any]) -> None:
     for f in findings:
         if f.exact and "only one private value" in f.reason:
             assert _positions(case, f) <= certain  # SAT's verdict is the enumeration's
+    # Every finding marked exact is one of the definition's, and every class of tuples that can take only
+    # one value is reported exactly (SAT decides it with any selections).
+    assert exact <= reference
+    assert {group for group in reference if group <= certain} <= exact
     on_private = any("P" in view.selection_attributes for view in case["views"])
     if not on_private:
         assert exact == reference
