@@ -7,6 +7,8 @@ One root, :class:`StreamdetectError`; each subclass tells the caller what to do:
 * :class:`PredicateError` -- a ``where`` expression does not parse or does not type-check.
 * :class:`UnsupportedCase` -- valid input that a check cannot decide exactly in this version; run the
   other checks, or wait for the subcase (the CLI exits with code 2 and says which).
+* :class:`StateError` -- a saved state does not fit: another version, or taken under another topology
+  or thresholds; rebuild it from the rows.
 """
 
 from __future__ import annotations
@@ -48,3 +50,7 @@ class PredicateError(StreamdetectError):
 
 class UnsupportedCase(StreamdetectError):
     """The input is valid but a requested check does not handle its subcase yet."""
+
+
+class StateError(StreamdetectError):
+    """A saved detector state that cannot be restored here: another version, topology or threshold."""

@@ -34,6 +34,7 @@ the domain; certainty is recomputed per update (it depends on every view's count
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,7 @@ import polars as pl
 
 from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
+from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, versioned_document
 from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
@@ -78,6 +80,17 @@ class SindState:
 
     VERSION = 1
     rows: pl.DataFrame | None = None
+
+    def to_bytes(self) -> bytes:
+        """Serialize (JSON envelope with an Arrow IPC frame)."""
+        rows = frame_to_text(self.rows) if self.rows is not None else None
+        return json.dumps({"version": self.VERSION, "rows": rows}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SindState:
+        """Inverse of :meth:`to_bytes`; refuses a state of another version."""
+        document = versioned_document(data, cls.VERSION, "table rows")
+        return cls(rows=frame_from_text(document["rows"]) if document["rows"] is not None else None)
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,31 @@
 - other selections together with an effective FD: the conservative check with swap signatures.
 
 The last three are recomputed per batch behind the same interface (:mod:`.recomputed`).
+
+:class:`KAnonymity` is the check as the engine and the streaming worker see it (the protocol of
+:mod:`.protocol`): the method above, and for every cover a minimal set of views that forces it
+(:mod:`.forcing_views`), found by reruns on subsets of the views from the rows the state keeps.
 """
 
 from __future__ import annotations
 
-from streamdetect.checks.association_covers import AssociationCoverCheck
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+import polars as pl
+
+from streamdetect.checks.association_covers import AssociationCoverCheck, AssociationCoverState, CoverCodes
 from streamdetect.checks.conservative_covers import ConservativeCoverCheck
-from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
+from streamdetect.checks.forcing_views import minimal_forcing_views
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.key_covers import KeyPathCoverCheck, key_path
 from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
-from streamdetect.checks.recomputed import RecomputedCheck
+from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.recomputed import RecomputedCheck, RowsState
+from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.checks.selection_covers import SelectionCoverCheck
 from streamdetect.model.topology import Topology
 
@@ -68,3 +82,189 @@ def needs_table(topology: Topology) -> bool:
     """Whether the k-anonymity check reads the private table: only the conservative method does."""
     check = k_anonymity_check(topology)
     return isinstance(check, RecomputedCheck) and check.needs_table
+
+
+CoverKey = tuple[str, Any, str, frozenset[Any]]
+KAnonymityState = AssociationCoverState | RowsState
+
+
+def threshold(topology: Topology, k: int | None) -> int:
+    """The k-anonymity threshold: the override, else the configured one, else 2."""
+    config = topology.check_config("k-anonymity")
+    return k if k is not None else (config.k if config is not None else 2)
+
+
+def restricted(topology: Topology, subset: Collection[str], pairs: set[tuple[str, str]]) -> Topology:
+    """The topology with only the views of ``subset`` and the (identifier, sensitive) attributes of ``pairs``
+    (a rerun per pair is the cost, so only the pairs still asked about)."""
+    table = replace(
+        topology.table,
+        identifiers=tuple(a for a in topology.table.identifiers if any(e == a for e, _ in pairs)),
+        sensitive=tuple(a for a in topology.table.sensitive if any(s == a for _, s in pairs)),
+    )
+    return replace(topology, table=table, views=tuple(view for view in topology.views if view.name in subset))
+
+
+def _releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
+    """The views that release the identifier attribute, and those that release the sensitive one."""
+    return (
+        [view.name for view in topology.views if identifier in view.attributes],
+        [view.name for view in topology.views if sensitive in view.attributes],
+    )
+
+
+def _cover_key(finding: AssociationCoverFinding) -> CoverKey:
+    return (
+        finding.identifier_attribute,
+        finding.identifier_value,
+        finding.sensitive_attribute,
+        frozenset(finding.sensitive_values),
+    )
+
+
+def _recomputed_covers(
+    topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, k: int | None
+) -> list[AssociationCoverFinding] | None:
+    """The covers a fresh run of the topology's method finds, or None when it needs a table not given."""
+    check = k_anonymity_check(topology, k)
+    if isinstance(check, RecomputedCheck):
+        if check.needs_table and table is None:
+            return None
+        return check.compute({name: frame.unique() for name, frame in views.items()}, table)
+    state = check.initialize()
+    check.add(state, views)
+    return check.result(state)
+
+
+@dataclass(frozen=True)
+class KAnonymity:
+    """k-anonymity by views (Yao, Wang & Jajodia 2005) behind the check protocol; ``k`` overrides."""
+
+    topology: Topology
+    k_override: int | None = None
+    name = "k-anonymity"
+
+    @cached_property
+    def method(self) -> KAnonymityCheck:
+        """The method the topology's subcase calls for (module docstring)."""
+        return k_anonymity_check(self.topology, self.k_override)
+
+    @property
+    def k(self) -> int:
+        """The threshold."""
+        return threshold(self.topology, self.k_override)
+
+    @property
+    def properties(self) -> CheckProperties:
+        """Needs the table and is conservative only for the FD method of section 7; incremental for the
+        join-based method."""
+        method = self.method
+        reads_table = isinstance(method, RecomputedCheck) and method.needs_table
+        return CheckProperties(
+            needs_table=reads_table, exact=not reads_table, incremental=isinstance(method, AssociationCoverCheck)
+        )
+
+    def initialize(self) -> KAnonymityState:
+        """No rows seen."""
+        return self.method.initialize()
+
+    def _add(self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None) -> None:
+        method = self.method
+        if isinstance(method, AssociationCoverCheck):
+            assert isinstance(state, AssociationCoverState)
+            callback = progress(self.name, len(batch.views)) if progress is not None else None
+            method.add(state, batch.views, callback)
+            return
+        assert isinstance(state, RowsState)
+        for view, frame in batch.views.items():
+            old = state.views.get(view)
+            state.views[view] = frame if old is None else pl.concat([old, frame])
+        if batch.table is not None:
+            state.table = batch.table if state.table is None else pl.concat([state.table, batch.table])
+
+    def update(
+        self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None = None
+    ) -> Delta[AssociationCoverFinding]:
+        """Add the batch's rows; return the covers raised and cleared (recomputed from the state)."""
+        before = self.result(state) if _has_rows(state) else []
+        self._add(state, batch, progress)
+        return diff(before, self.result(state))
+
+    def merge(self, state: KAnonymityState, other: KAnonymityState) -> Delta[AssociationCoverFinding]:
+        """Fold another partition's rows in."""
+        if isinstance(other, AssociationCoverState):
+            return self.update(state, Batch(views=other.seen.decoded()))
+        return self.update(state, Batch(views=other.views, table=other.table))
+
+    def result(self, state: KAnonymityState) -> list[AssociationCoverFinding]:
+        """Every minimal cover below k, each with a minimal set of views that forces it."""
+        if isinstance(state, AssociationCoverState):
+            return self._projection_result(state)
+        return self._recomputed_result(state)
+
+    def _projection_result(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
+        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded."""
+        method = self.method
+        assert isinstance(method, AssociationCoverCheck)
+        full = method.minimal_cover_codes(state)
+        if not full:
+            return []
+        topology = self.topology
+
+        def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> set[CoverCodes]:
+            narrower = k_anonymity_check(restricted(topology, subset, {(e, s) for e, s, _, _ in wanted}), self.k)
+            if not isinstance(narrower, AssociationCoverCheck):
+                return set()  # not the same method on fewer views (an FD became effective): not tried
+            seen = SeenRows({name: state.seen.rows[name] for name in subset}, state.seen.dictionaries)
+            return set(narrower.minimal_cover_codes(narrower.recompute(seen)))
+
+        def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
+            return _releasing(topology, key[0], key[1])
+
+        order = [view.name for view in topology.views]
+        hints = {key: frozenset(holders) for key, holders in full.items()}
+        forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=hints)
+        return method.result(state, covers=full, views=forcing)
+
+    def _recomputed_result(self, state: RowsState) -> list[AssociationCoverFinding]:
+        method = self.method
+        assert isinstance(method, RecomputedCheck)
+        found = method.result(state)  # nothing until every view (and the table, when read) has rows
+        if not found:
+            return found
+        topology = self.topology
+
+        def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
+            narrower = restricted(topology, subset, {(key[0], key[2]) for key in wanted})
+            frames = {name: frame for name, frame in state.views.items() if name in subset}
+            covers = _recomputed_covers(narrower, frames, state.table, self.k)
+            # None: that subset's method reads the private table, which this run does not have.
+            return set() if covers is None else {_cover_key(finding) for finding in covers}
+
+        def releases(key: CoverKey) -> tuple[list[str], list[str]]:
+            return _releasing(topology, key[0], key[2])
+
+        monotone = {_cover_key(finding): finding.exact for finding in found}
+        hints = {_cover_key(finding): frozenset(finding.views) for finding in found}
+        order = [view.name for view in topology.views]
+        forcing = minimal_forcing_views(monotone, order, finds, releases=releases, monotone=monotone, hints=hints)
+        return [replace(finding, views=tuple(sorted(forcing[_cover_key(finding)]))) for finding in found]
+
+    def encode(self, state: KAnonymityState) -> bytes:
+        """The method's state codec."""
+        return state.to_bytes()
+
+    def decode(self, data: bytes) -> KAnonymityState:
+        """Inverse of :meth:`encode`."""
+        if isinstance(self.method, AssociationCoverCheck):
+            return AssociationCoverState.from_bytes(data)
+        return RowsState.from_bytes(data)
+
+    def summary(self, findings: int) -> CheckSummary:
+        """One "channel" (the join of all views) and one task per (identifier, sensitive) pair."""
+        schema = self.topology.table
+        return CheckSummary(self.name, self.k, 1, len(schema.identifiers) * len(schema.sensitive), findings)
+
+
+def _has_rows(state: KAnonymityState) -> bool:
+    return bool(state.seen.rows) if isinstance(state, AssociationCoverState) else bool(state.views)

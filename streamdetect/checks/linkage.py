@@ -28,7 +28,9 @@ import polars as pl
 
 from streamdetect.checks.certainty import IdentifierFacts, SelectionProof
 from streamdetect.checks.findings import Delta, LinkageFinding, diff
+from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
+from streamdetect.errors import UnsupportedCase
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
@@ -377,3 +379,63 @@ def run_linkage(
     state = check.initialize()
     # From an empty state every finding of the result is raised by this one update.
     return sorted(check.update(state, views, progress).raised, key=finding_order)
+
+
+@dataclass(frozen=True)
+class Linkage:
+    """The linkage check behind the check protocol (:mod:`streamdetect.checks.protocol`).
+
+    State partitions by task: each (channel, identifier, sensitive) task's linked sets depend only on the
+    rows of its channel's views (docs/design.md, co-partitioning).
+    """
+
+    check: LinkageCheck
+    name = "linkage"
+    properties = CheckProperties(needs_table=False, exact=True, incremental=True, partition="task")
+
+    @classmethod
+    def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> Linkage:
+        """The check as the topology configures it."""
+        return cls(LinkageCheck.from_topology(topology, k=k, max_level=max_level))
+
+    @property
+    def k(self) -> int:
+        """The threshold."""
+        return self.check.k
+
+    def initialize(self) -> LinkageState:
+        """No rows seen."""
+        return self.check.initialize()
+
+    def update(
+        self, state: LinkageState, batch: Batch, progress: ProgressFactory | None = None
+    ) -> Delta[LinkageFinding]:
+        """Add the batch's view rows (arrivals only in this version)."""
+        if batch.retracts:
+            raise UnsupportedCase("the linkage check does not take retracted rows yet")
+        callback = None
+        if progress is not None:
+            tasks = self.check.tasks
+            callback = progress(self.name, sum(1 for view in batch.views for t in tasks if view in t.channel.views))
+        return self.check.update(state, batch.views, callback)
+
+    def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
+        """Fold another partition's state in."""
+        return self.check.merge(state, other)
+
+    def result(self, state: LinkageState) -> list[LinkageFinding]:
+        """Every disclosure, in report order."""
+        return self.check.result(state)
+
+    def encode(self, state: LinkageState) -> bytes:
+        """The state's codec."""
+        return state.to_bytes()
+
+    def decode(self, data: bytes) -> LinkageState:
+        """Inverse of :meth:`encode`."""
+        return LinkageState.from_bytes(data)
+
+    def summary(self, findings: int) -> CheckSummary:
+        """Channels of the closure and (channel, E, S) tasks."""
+        channels = sum(len(level) for level in self.check.levels)
+        return CheckSummary(self.name, self.k, channels, len(self.check.tasks), findings)

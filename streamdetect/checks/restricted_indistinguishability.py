@@ -85,7 +85,9 @@ class RsindCheck:
         values = rows.get_column(sensitive).drop_nulls().unique().sort().to_list()
         imaged = self._images(rows, sensitive, values)
         image_columns = [c for c in imaged.columns if "\0" in c and c != "\0row"]
-        types = imaged.group_by([sensitive, *image_columns]).agg(pl.col("\0row"))
+        # Types in order of first row: the heuristic partition must not depend on hash order, or one state
+        # would give different findings (and ids) from one call to the next.
+        types = imaged.group_by([sensitive, *image_columns], maintain_order=True).agg(pl.col("\0row"))
         if types.height > MAX_TYPES:
             raise UnsupportedCase(
                 f"rsind: {types.height:,} distinct row types for {sensitive!r}; the CSIND graph is built pairwise "

@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
+from streamdetect.checks.registry import REGISTRY
 from streamdetect.errors import PredicateError, TopologyError
 from streamdetect.model.predicates import Predicate, attributes_of, date_literal, literals_of, parse_predicate
 from streamdetect.model.topology import (
     ATTRIBUTE_TYPES,
-    IDENTIFIER_CHECKS,
     MAX_K,
     AttributeType,
     CheckConfig,
@@ -26,8 +26,8 @@ from streamdetect.model.topology import (
     ViewDefinition,
 )
 
-#: Checks this version implements, with their default ``k``.
-SUPPORTED_CHECKS: Mapping[str, int] = {"linkage": 2, "k-anonymity": 2, "sind": 2, "rsind": 2}
+#: Checks this version implements, with their default ``k`` (the registry's).
+SUPPORTED_CHECKS: Mapping[str, int] = {name: registration.default_k for name, registration in REGISTRY.items()}
 
 _TOP_KEYS = {"name", "table", "views", "checks"}
 _TABLE_KEYS = {
@@ -272,7 +272,7 @@ def load_topology(path: str | Path) -> Topology:
     table = _table(ctx, document["table"])
     views = _views(ctx, document["views"], table)
     checks = _checks(ctx, document.get("checks"))
-    needing = [config.name for config in checks if config.name in IDENTIFIER_CHECKS]
+    needing = [config.name for config in checks if REGISTRY[config.name].needs_identifiers]
     if needing and not table.identifiers:
         raise ctx.fail(
             "table.identifiers",

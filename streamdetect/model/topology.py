@@ -16,9 +16,6 @@ AttributeType = Literal["str", "int", "float", "date"]
 ATTRIBUTE_TYPES: tuple[AttributeType, ...] = ("str", "int", "float", "date")
 #: The largest threshold k accepted: far beyond any table's size, and within 32-bit counts.
 MAX_K = 2**31 - 1
-#: Checks that tie identifier values to sensitive ones, so need ``table.identifiers``; sind and rsind
-#: reason about the public tuples of the private table and need none.
-IDENTIFIER_CHECKS: frozenset[str] = frozenset({"linkage", "k-anonymity"})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,117 @@
+"""One protocol for every check: explicit state, ``update`` by batch, ``merge``, ``result``, a codec.
+
+Modelled on online estimators (river's ``update``/``revert``, quix-streams' ``initialize``/``agg``/
+``result``): a check object is configuration only and stateless; its state is a separate value the
+caller keeps (a Faust table, a checkpoint, a batch run's local variable). Every check declares what it
+needs and promises (:class:`CheckProperties`) so that the engine and the streaming worker can plan
+without switching on check names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+import polars as pl
+
+from streamdetect.checks.findings import Delta
+
+S = TypeVar("S")
+F = TypeVar("F")
+#: ``progress(name, total)`` returns a callback ``(done, total)`` for a progress bar.
+ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One micro-batch: new rows per view, and new rows of the private table for publisher-side checks.
+
+    ``retracted`` holds rows withdrawn per view (a corrected release, a consent withdrawal); checks whose
+    properties do not say ``retractions`` refuse a batch that has any.
+    """
+
+    views: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    table: pl.DataFrame | None = None
+    retracted: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+
+    @property
+    def retracts(self) -> bool:
+        """Whether the batch withdraws any row."""
+        return any(frame.height for frame in self.retracted.values())
+
+
+@dataclass(frozen=True)
+class CheckProperties:
+    """What a check needs and promises (ARX's privacy criteria declare theirs the same way).
+
+    ``needs_table``: reads the private table's rows (publisher-side); ``exact``: its findings are exact
+    (else conservative: never misses, may over-report); ``incremental``: an update costs the batch (else
+    it recomputes from the rows it keeps); ``retractions``: accepts withdrawn rows; ``partition``: the unit
+    its state may be split by across workers (``"task"``: one (channel, identifier, sensitive) task per
+    piece; ``"none"``: one piece).
+    """
+
+    needs_table: bool
+    exact: bool
+    incremental: bool
+    retractions: bool = False
+    partition: str = "none"
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """What one check examined: its threshold, how many channels and (channel, E, S) tasks."""
+
+    name: str
+    k: int
+    channels: int
+    tasks: int
+    findings: int
+
+
+class Check(Protocol, Generic[S, F]):
+    """The interface every check implements; see :mod:`streamdetect.checks.registry` for the checks."""
+
+    @property
+    def name(self) -> str:
+        """The check's registered name."""
+        ...
+
+    @property
+    def k(self) -> int:
+        """Its threshold: fewer than k is a finding."""
+        ...
+
+    @property
+    def properties(self) -> CheckProperties:
+        """What it needs and promises."""
+        ...
+
+    def initialize(self) -> S:
+        """An empty state: nothing seen."""
+        ...
+
+    def update(self, state: S, batch: Batch, progress: ProgressFactory | None = None) -> Delta[F]:
+        """Fold a batch into ``state`` (mutated); return the findings raised and cleared."""
+        ...
+
+    def merge(self, state: S, other: S) -> Delta[F]:
+        """Fold another partition's state into ``state``; return what that raised and cleared."""
+        ...
+
+    def result(self, state: S) -> list[F]:
+        """Every finding the state holds, in report order."""
+        ...
+
+    def encode(self, state: S) -> bytes:
+        """The state as bytes (versioned), for Faust tables and checkpoints."""
+        ...
+
+    def decode(self, data: bytes) -> S:
+        """Inverse of :meth:`encode`; refuses another version."""
+        ...
+
+    def summary(self, findings: int) -> CheckSummary:
+        """What the check examines (for reports)."""
+        ...

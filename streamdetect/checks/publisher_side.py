@@ -1,0 +1,90 @@
+"""The publisher-side checks (SIND, RSIND) behind the check protocol: they read the private table.
+
+Their state is the table's rows seen (:class:`~streamdetect.checks.indistinguishability.SindState`); a
+batch's view rows do not matter to them (the views are computed from the table by definition), its
+table rows do. Both recompute their partition from the rows per update: a new row can move others'
+classes (SIND's certainty, RSIND's clique partition), so their state is one piece, not partitioned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamdetect.checks.findings import Delta, SindFinding
+from streamdetect.checks.indistinguishability import SindCheck, SindState
+from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.restricted_indistinguishability import RsindCheck
+from streamdetect.errors import UnsupportedCase
+from streamdetect.model.topology import Topology
+
+
+@dataclass(frozen=True)
+class PublisherSide:
+    """``sind`` or ``rsind`` over the private table's rows."""
+
+    check: SindCheck | RsindCheck
+
+    @classmethod
+    def sind(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> PublisherSide:
+        """k-SIND as the topology configures it (``max_level`` does not apply)."""
+        del max_level
+        return cls(SindCheck.from_topology(topology, k=k))
+
+    @classmethod
+    def rsind(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> PublisherSide:
+        """k-RSIND as the topology configures it (``max_level`` does not apply)."""
+        del max_level
+        return cls(RsindCheck.from_topology(topology, k=k))
+
+    @property
+    def name(self) -> str:
+        """``sind`` or ``rsind``."""
+        return "sind" if isinstance(self.check, SindCheck) else "rsind"
+
+    @property
+    def k(self) -> int:
+        """The threshold."""
+        return self.check.k
+
+    @property
+    def properties(self) -> CheckProperties:
+        """SIND is exact unless a selection mentions a private attribute; RSIND is a heuristic."""
+        check = self.check
+        exact = isinstance(check, SindCheck) and all(check.exact_for(p) for p in check.sensitive)
+        return CheckProperties(needs_table=True, exact=exact, incremental=False)
+
+    def initialize(self) -> SindState:
+        """No rows seen."""
+        return SindState()
+
+    def update(self, state: SindState, batch: Batch, progress: ProgressFactory | None = None) -> Delta[SindFinding]:
+        """Add the batch's table rows; views' rows are ignored (the views are computed from the table)."""
+        del progress
+        if batch.retracts:
+            raise UnsupportedCase(f"the {self.name} check does not take retracted rows yet")
+        if batch.table is None or batch.table.is_empty():
+            return Delta((), ())
+        delta = self.check.update(state, batch.table)
+        return Delta(tuple(delta.raised), tuple(delta.cleared))
+
+    def merge(self, state: SindState, other: SindState) -> Delta[SindFinding]:
+        """Fold another partition's table rows in."""
+        if other.rows is None:
+            return Delta((), ())
+        return self.update(state, Batch(table=other.rows))
+
+    def result(self, state: SindState) -> list[SindFinding]:
+        """Every class that does not protect its members."""
+        return list(self.check.result(state)) if state.rows is not None else []
+
+    def encode(self, state: SindState) -> bytes:
+        """The state's codec."""
+        return state.to_bytes()
+
+    def decode(self, data: bytes) -> SindState:
+        """Inverse of :meth:`encode`."""
+        return SindState.from_bytes(data)
+
+    def summary(self, findings: int) -> CheckSummary:
+        """Views and sensitive attributes examined."""
+        return CheckSummary(self.name, self.k, len(self.check.views), len(self.check.sensitive), findings)

@@ -1,0 +1,169 @@
+"""The Detector: every check a topology configures, with their states, fed batch by batch.
+
+It is what ``streamdetect check`` (one batch with every row), ``explain``, ``bench`` and the streaming
+worker call. Pure: frames in, findings out. Each check follows :mod:`streamdetect.checks.protocol`, built
+from :mod:`streamdetect.checks.registry`; nothing here switches on check names.
+
+* ``update(batch)`` is atomic as far as the batch's validity goes: a batch naming an unknown view,
+  missing or adding columns, or retracting rows a check cannot take back changes nothing.
+* ``snapshot()``/``restore()`` carry a *fingerprint* of the topology, the checks with their thresholds,
+  the closure bound and the state versions; a snapshot restored under other parameters is refused
+  (a state built for k = 2 caps its sets at 2 values and would give wrong answers for k = 5).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from streamdetect.checks.findings import Delta
+from streamdetect.checks.protocol import Batch, Check, CheckSummary, ProgressFactory
+from streamdetect.checks.registry import REGISTRY
+from streamdetect.errors import StateError, TopologyError, UnsupportedCase
+from streamdetect.model.topology import Topology
+
+#: Version of the snapshot envelope (each check's state carries its own version inside).
+SNAPSHOT_VERSION = 1
+
+
+def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
+    """The checks a run performs: those asked for, else those the topology lists.
+
+    Raises :class:`TopologyError` for an unknown check, or when a check that ties identifiers to
+    sensitive values is asked for on a table that declares no identifier.
+    """
+    names = list(checks) if checks else [config.name for config in topology.checks]
+    unknown = [name for name in names if name not in REGISTRY]
+    if unknown:
+        raise TopologyError(f"unknown check(s) {', '.join(unknown)}; this version runs {', '.join(REGISTRY)}")
+    needing = [name for name in names if REGISTRY[name].needs_identifiers]
+    if needing and not topology.table.identifiers:
+        raise TopologyError(
+            f"the {' and '.join(needing)} check(s) need at least one identifier attribute",
+            file=topology.path,
+            key="table.identifiers",
+        )
+    return names
+
+
+def fingerprint(topology: Topology, checks: Mapping[str, Check[Any, Any]], max_level: int | None) -> str:
+    """A hash of everything a state depends on: schema, views, checks and thresholds, closure bound."""
+    table = topology.table
+    document = {
+        "snapshot": SNAPSHOT_VERSION,
+        "table": {
+            "attributes": list(table.attributes),
+            "identifiers": list(table.identifiers),
+            "sensitive": list(table.sensitive),
+            "functional_dependencies": [str(fd) for fd in table.functional_dependencies],
+            "types": dict(table.types),
+        },
+        "views": [[view.name, list(view.attributes), view.where_text] for view in topology.views],
+        "checks": [[name, check.k] for name, check in checks.items()],
+        "max_level": max_level,
+    }
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class Detector:
+    """The checks of one topology and their states (module docstring).
+
+    ``checks`` (default: the topology's), ``k`` overrides every threshold, ``max_level`` bounds the
+    closure. Cost per update: each check's own (see their modules).
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        checks: Sequence[str] | None = None,
+        *,
+        k: int | None = None,
+        max_level: int | None = None,
+    ) -> None:
+        self.topology = topology
+        self.checks: dict[str, Check[Any, Any]] = {
+            name: REGISTRY[name].build(topology, k, max_level) for name in checks_to_run(topology, checks)
+        }
+        self.states: dict[str, Any] = {name: check.initialize() for name, check in self.checks.items()}
+        self.fingerprint = fingerprint(topology, self.checks, max_level)
+
+    def validate(self, batch: Batch) -> None:
+        """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
+        or that retracts rows a check cannot take back. Changes nothing."""
+        attributes = {view.name: set(view.attributes) for view in self.topology.views}
+        for kind, frames in (("rows", batch.views), ("retracted rows", batch.retracted)):
+            for name, frame in frames.items():
+                if name not in attributes:
+                    raise TopologyError(f"batch: {kind} of unknown view {name!r}", file=self.topology.path)
+                if set(frame.columns) != attributes[name]:
+                    raise TopologyError(
+                        f"batch: {kind} of view {name!r} have columns {', '.join(frame.columns)}; "
+                        f"the view has {', '.join(sorted(attributes[name]))}",
+                        file=self.topology.path,
+                    )
+        if batch.retracts:
+            refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
+            if refusing:
+                raise UnsupportedCase(f"batch: the {', '.join(refusing)} check(s) do not take retracted rows yet")
+
+    def update_each(self, batch: Batch, progress: ProgressFactory | None = None) -> dict[str, Delta[Any]]:
+        """Fold a batch into every check's state; per check, the findings raised and cleared."""
+        self.validate(batch)
+        return {name: check.update(self.states[name], batch, progress) for name, check in self.checks.items()}
+
+    def update(self, batch: Batch, progress: ProgressFactory | None = None) -> Delta[Any]:
+        """Fold a batch into every check's state; the findings raised and cleared across checks."""
+        deltas = self.update_each(batch, progress).values()
+        return Delta(
+            tuple(f for delta in deltas for f in delta.raised), tuple(f for delta in deltas for f in delta.cleared)
+        )
+
+    def findings(self) -> list[Any]:
+        """Every open finding, per check in report order."""
+        return [finding for name, check in self.checks.items() for finding in check.result(self.states[name])]
+
+    def summaries(self, counts: Mapping[str, int]) -> list[CheckSummary]:
+        """What each check examined, given its number of findings."""
+        return [check.summary(counts.get(name, 0)) for name, check in self.checks.items()]
+
+    def snapshot(self) -> bytes:
+        """Every state, with the fingerprint of the parameters it was built under."""
+        document = {
+            "version": SNAPSHOT_VERSION,
+            "fingerprint": self.fingerprint,
+            "states": {
+                name: base64.b64encode(check.encode(self.states[name])).decode() for name, check in self.checks.items()
+            },
+        }
+        return json.dumps(document).encode()
+
+    def restore(self, data: bytes) -> None:
+        """Replace every state by a snapshot's; refused (:class:`StateError`) when the snapshot was taken
+        under another topology, other checks or thresholds, or another state version."""
+        try:
+            document = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StateError(f"not a detector snapshot: {exc}") from None
+        if not isinstance(document, dict) or document.get("version") != SNAPSHOT_VERSION:
+            raise StateError(
+                f"snapshot version {document.get('version') if isinstance(document, dict) else None!r}; "
+                f"this version reads {SNAPSHOT_VERSION}"
+            )
+        if document.get("fingerprint") != self.fingerprint:
+            raise StateError(
+                "the snapshot was taken under another topology, other checks or thresholds, or another closure "
+                f"bound (fingerprint {document.get('fingerprint')!r}, expected {self.fingerprint!r}): "
+                "restoring it would give wrong answers"
+            )
+        states = document.get("states", {})
+        if set(states) != set(self.checks):
+            raise StateError(f"the snapshot holds states of {', '.join(sorted(states))}, not of the checks run")
+        try:
+            decoded = {name: self.checks[name].decode(base64.b64decode(text)) for name, text in states.items()}
+        except (ValueError, KeyError) as exc:
+            raise StateError(f"a state of the snapshot cannot be read: {exc}") from None
+        self.states = decoded

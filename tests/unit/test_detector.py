@@ -1,0 +1,86 @@
+"""The Detector: atomic batches, snapshots refused under other parameters, checks from the registry."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from streamdetect.checks.protocol import Batch
+from streamdetect.checks.registry import REGISTRY
+from streamdetect.detector import Detector
+from streamdetect.engine import CHECKS
+from streamdetect.errors import StateError, TopologyError, UnsupportedCase
+from streamdetect.io.sources import load_views
+from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
+
+TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
+
+
+def _loaded() -> tuple[Detector, dict[str, pl.DataFrame]]:
+    topology = load_topology(TOPOLOGY)
+    views = load_views(topology)
+    detector = Detector(topology)
+    detector.update(Batch(views={"v1": views["v1"]}))
+    return detector, views
+
+
+@pytest.mark.parametrize(
+    ("batch", "error", "message"),
+    [
+        (lambda v: Batch(views={"v2": v["v2"], "v9": v["v1"]}), TopologyError, "unknown view 'v9'"),
+        (lambda v: Batch(views={"v2": v["v2"].drop("Sex")}), TopologyError, "the view has"),
+        (lambda v: Batch(views={"v2": v["v2"]}, retracted={"v1": v["v1"].head(1)}), UnsupportedCase, "retracted"),
+    ],
+    ids=["unknown-view", "missing-column", "retraction-not-supported"],
+)
+def test_a_failing_batch_changes_nothing(batch, error, message) -> None:  # type: ignore[no-untyped-def]
+    detector, views = _loaded()
+    before = detector.snapshot()
+    findings = sorted(f.id for f in detector.findings())
+    with pytest.raises(error, match=message):
+        detector.update(batch(views))
+    assert detector.snapshot() == before
+    assert sorted(f.id for f in detector.findings()) == findings
+
+
+def test_a_snapshot_restores_the_same_findings() -> None:
+    detector, views = _loaded()
+    restored = Detector(load_topology(TOPOLOGY))
+    restored.restore(detector.snapshot())
+    assert sorted(f.id for f in restored.findings()) == sorted(f.id for f in detector.findings())
+    # And it goes on from there like the original.
+    assert sorted(f.id for f in restored.update(Batch(views={"v2": views["v2"]})).raised) == sorted(
+        f.id for f in detector.update(Batch(views={"v2": views["v2"]})).raised
+    )
+
+
+def test_restoring_under_another_k_or_topology_is_refused() -> None:
+    detector, _ = _loaded()
+    snapshot = detector.snapshot()
+    topology = load_topology(TOPOLOGY)
+    with pytest.raises(StateError, match="another topology, other checks or thresholds"):
+        Detector(topology, k=3).restore(snapshot)
+    renamed = dataclasses.replace(
+        topology, views=tuple(dataclasses.replace(v, attributes=v.attributes[:-1]) for v in topology.views)
+    )
+    with pytest.raises(StateError, match="fingerprint"):
+        Detector(renamed).restore(snapshot)
+    with pytest.raises(StateError, match="snapshot version"):
+        Detector(topology).restore(b'{"version": 99}')
+    with pytest.raises(StateError, match="not a detector snapshot"):
+        Detector(topology).restore(b"\xff")
+
+
+def test_the_registry_is_the_one_list_of_checks() -> None:
+    assert tuple(REGISTRY) == CHECKS
+    assert dict(SUPPORTED_CHECKS) == {name: registration.default_k for name, registration in REGISTRY.items()}
+    publisher = load_topology(TOPOLOGY.parent / "sind-figure4.yaml")
+    for name, registration in REGISTRY.items():
+        topology = publisher if name in ("sind", "rsind") else load_topology(TOPOLOGY)
+        check = registration.build(topology, 5, None)
+        assert check.name == name
+        assert check.k == 5
+        assert check.properties.needs_table == (name in ("sind", "rsind"))
