@@ -81,6 +81,9 @@ class LinkageState:
     VERSION = 3
     seen: SeenRows = field(default_factory=SeenRows)
     linked: dict[TaskKey, pl.DataFrame] = field(default_factory=dict)
+    #: The open findings by subject: a cache of :meth:`LinkageCheck.result`, so that an update diffs only
+    #: the identifier values it touched. Not serialized (rebuilt on the first update after a restore).
+    open: dict[tuple[object, ...], LinkageFinding] | None = field(default=None, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""
@@ -195,15 +198,23 @@ class LinkageCheck:
         Exact. Work per view: for each task whose channel holds the view, one capped join of the new
         rows with the current rows of the other views, O(sum of sizes * k) plus cycle bags.
         """
-        before = self.result(state) if state.linked else []
+        if state.open is None:
+            state.open = {finding.subject: finding for finding in self.result(state)} if state.linked else {}
         attributes = {view.name: list(view.attributes) for view in self.views}
         pending = [(name, frame) for name, frame in batch.items()]
+        unknown = [name for name, _ in pending if name not in attributes]
+        if unknown:
+            raise KeyError(f"unknown view {unknown[0]!r}")
         total = sum(1 for name, _ in pending for task in self.tasks if name in task.channel.views)
         done = 0
+        # Identifier codes whose findings may change: those a delta linked to new values, and those with
+        # new rows in a view holding them (the facts that prove certainty). Nothing else can change.
+        touched: dict[str, list[pl.Series]] = {}
         for name, frame in pending:
-            if name not in attributes:
-                raise KeyError(f"unknown view {name!r}")
             new, _ = state.seen.add(name, frame, attributes[name])
+            for identifier in self.identifiers:
+                if identifier in new.columns and new.height:
+                    touched.setdefault(identifier, []).append(new.get_column(identifier))
             cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
             shared = SharedWork()
             for task in self.tasks:
@@ -211,10 +222,37 @@ class LinkageCheck:
                     continue
                 done += 1
                 if new.height:
-                    self._apply(state, task=task, changed=name, new_rows=new, cache=cache, shared=shared)
+                    found = self._apply(state, task=task, changed=name, new_rows=new, cache=cache, shared=shared)
+                    if found is not None:
+                        touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
                 if progress is not None:
                     progress(done, total)
-        return diff(before, self.result(state))
+        codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
+        return self._diff_touched(state, state.open, codes)
+
+    def _diff_touched(
+        self,
+        state: LinkageState,
+        open_findings: dict[tuple[object, ...], LinkageFinding],
+        codes: Mapping[str, pl.Series],
+    ) -> Delta[LinkageFinding]:
+        """Recompute the findings of the touched identifier codes only; diff them with the open ones."""
+        after = self.result(state, only=codes)
+        touched_values = {
+            identifier: set(decode(state.seen.dictionaries, identifier, values.to_list()))
+            for identifier, values in codes.items()
+        }
+        before = [
+            finding
+            for finding in open_findings.values()
+            if finding.identifier_value in touched_values.get(finding.identifier_attribute, ())
+        ]
+        delta = diff(before, after)
+        for finding in before:
+            del open_findings[finding.subject]
+        for finding in after:
+            open_findings[finding.subject] = finding
+        return delta
 
     def _apply(
         self,
@@ -225,40 +263,58 @@ class LinkageCheck:
         new_rows: pl.DataFrame,
         cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
         shared: SharedWork,
-    ) -> None:
+    ) -> pl.DataFrame | None:
+        """Fold the joins of ``changed``'s new rows into the task's capped sets; the delta's linked pairs."""
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
             source = new_rows if view == changed else state.seen.rows.get(view)
             if source is None or source.is_empty():
-                return
+                return None
             cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
             if cache_key not in cache:
                 cache[cache_key] = source.select(keep).drop_nulls().unique()
             relations[view] = cache[cache_key]
         found = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
         if found.is_empty():
-            return
+            return None
         current = state.linked.get(task.key)
-        # linked_values already caps; only a union with earlier sets needs capping again.
-        state.linked[task.key] = (
-            found if current is None else cap_per_key(pl.concat([current, found]), [task.identifier], self.k)
+        if current is None:
+            state.linked[task.key] = found
+            return found
+        # linked_values already caps; only the keys the delta reached need capping again.
+        reached = found.select(task.identifier).unique()
+        merged = cap_per_key(
+            pl.concat([current.join(reached, on=task.identifier, how="semi"), found]), [task.identifier], self.k
         )
+        state.linked[task.key] = pl.concat([current.join(reached, on=task.identifier, how="anti"), merged])
+        return found
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
         return self.update(state, other.seen.decoded())
 
-    def result(self, state: LinkageState, *, without: frozenset[str] = frozenset()) -> list[LinkageFinding]:
+    def result(
+        self,
+        state: LinkageState,
+        *,
+        without: frozenset[str] = frozenset(),
+        only: Mapping[str, pl.Series] | None = None,
+    ) -> list[LinkageFinding]:
         """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state).
 
         ``without``: views to leave out, as if never published (``check --impact``): the channels that
         hold none of them are exactly the closure of the other views, so their tasks' sets are reused.
+        ``only``: per identifier attribute, the codes to report on (an update's touched values); other
+        identifier attributes are left out.
         """
         order = {task.channel.views: i for i, task in enumerate(self.tasks)}
         findings: list[LinkageFinding] = []
         for identifier in self.identifiers:
             for sensitive in self.sensitive:
-                findings.extend(self._result_pair(state, identifier, sensitive, order, without))
+                if only is not None and identifier not in only:
+                    continue
+                codes = only.get(identifier) if only is not None else None
+                findings.extend(self._result_pair(state, identifier, sensitive, order, without=without, codes=codes))
         return sorted(findings, key=finding_order)
 
     def _facts(
@@ -281,7 +337,12 @@ class LinkageCheck:
         return facts
 
     def _disclosing(
-        self, state: LinkageState, identifier: str, sensitive: str, without: frozenset[str]
+        self,
+        state: LinkageState,
+        identifier: str,
+        sensitive: str,
+        without: frozenset[str],
+        codes: pl.Series | None = None,
     ) -> list[tuple[LinkageTask, pl.DataFrame]]:
         """Per task of (E, S), the identifier codes linked to fewer than k values, with their value codes."""
         found = []
@@ -289,6 +350,8 @@ class LinkageCheck:
             if task.identifier != identifier or task.sensitive != sensitive or without & set(task.channel.views):
                 continue
             frame = state.linked.get(task.key)
+            if frame is not None and codes is not None:
+                frame = frame.filter(pl.col(identifier).is_in(codes.implode()))
             if frame is None or frame.is_empty():
                 continue
             # Count first, gather value lists only for the few identifier values below k.
@@ -304,9 +367,11 @@ class LinkageCheck:
         identifier: str,
         sensitive: str,
         order: Mapping[tuple[str, ...], int],
+        *,
         without: frozenset[str],
+        codes: pl.Series | None = None,
     ) -> list[LinkageFinding]:
-        disclosing = self._disclosing(state, identifier, sensitive, without)
+        disclosing = self._disclosing(state, identifier, sensitive, without, codes)
         if not disclosing:
             return []
         to_prove = [frame.get_column(identifier) for task, frame in disclosing if self._open_selections[task.key]]

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -23,8 +20,9 @@ from rich.table import Table
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, finding_from_dict
 from streamdetect.cli.bench import bench
+from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
 from streamdetect.engine import CHECKS, FailOn, Finding, checks_to_run, needs_table, run_checks
-from streamdetect.errors import StreamdetectError, TopologyError
+from streamdetect.errors import TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
@@ -36,39 +34,6 @@ from streamdetect.reporting.document import layout
 from streamdetect.reporting.dot import view_graph_dot
 from streamdetect.reporting.junit import junit_xml
 from streamdetect.reporting.markdown import markdown
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
-EXIT_CODES = (
-    "Exit codes: 0 nothing found (or nothing that fails the run); 1 findings that fail the run; "
-    "2 bad input: the topology, a data file or an option (one line naming the file, the key path or row, "
-    "and what is wrong); 3 internal error, a bug (STREAMDETECT_DEBUG=1 shows the traceback)."
-)
-
-
-def fail_cleanly(function: F) -> F:
-    """Turn streamdetect's input errors into one line on stderr and exit code 2."""
-
-    @wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except StreamdetectError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(EXIT_BAD_INPUT)
-        except Exception as error:  # a bug of ours: one line for the user, the traceback on demand
-            if os.environ.get("STREAMDETECT_DEBUG"):
-                raise
-            click.echo(
-                f"internal error: {type(error).__name__}: {error} "
-                "(a bug in streamdetect; rerun with STREAMDETECT_DEBUG=1 for the traceback)",
-                err=True,
-            )
-            sys.exit(EXIT_INTERNAL)
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)

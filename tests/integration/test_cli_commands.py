@@ -44,3 +44,20 @@ def test_bench_generate_and_run(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["runs"][0]["tasks"] == 75
     assert document["duckdb"]["agrees"] is True
+
+
+def test_bench_incremental_ends_in_the_findings_of_a_batch_check() -> None:
+    topology = str(ROOT / "topologies" / "dou-chain.yaml")
+    result = _run("bench", "incremental", topology, "--batch-rows", "1", "--prefix", "0.3", "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["batches"] > 1
+    assert set(document["batch_ms"]) == {"p50", "p99", "max"}
+    assert document["batch_ms"]["p50"] <= document["batch_ms"]["max"]
+    assert document["rows_per_second"] > 0
+    assert document["state_bytes"] > 0
+    report = json.loads(_run("check", topology, "--json").stdout)
+    assert sorted(f["id"] for f in document["findings"]) == sorted(f["id"] for f in report["findings"])
+    refused = _run("bench", "incremental", topology, "--retract", "0.1")
+    assert refused.returncode == 2
+    assert "retractions" in refused.stderr

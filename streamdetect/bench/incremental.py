@@ -1,0 +1,93 @@
+"""``streamdetect bench incremental``: a stream of micro-batches through the Detector, timed per batch.
+
+Loads a prefix of every view in one batch, then feeds the rest as batches of ``batch_rows`` rows taken
+round-robin across the views, as a publication stream would. Per batch: the update's latency and the
+bytes a checkpoint of the state would write (today a whole snapshot: the figure the keyed, append-only
+state of issue 7 must bring down to the batch's size). Findings at the end are the open ones, in the
+report's JSON form.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from streamdetect.checks.protocol import Batch
+from streamdetect.detector import Detector
+from streamdetect.errors import UnsupportedCase
+from streamdetect.model.topology import Topology
+
+
+def micro_batches(views: Mapping[str, pl.DataFrame], start: int, batch_rows: int) -> list[Batch]:
+    """Rows from position ``start`` of every view, ``batch_rows`` at a time, round-robin across views."""
+    queues = {name: frame.slice(start) for name, frame in views.items()}
+    offsets = dict.fromkeys(queues, 0)
+    batches: list[Batch] = []
+    while any(offsets[name] < frame.height for name, frame in queues.items()):
+        for name, frame in queues.items():
+            if offsets[name] < frame.height:
+                batches.append(Batch(views={name: frame.slice(offsets[name], batch_rows)}))
+                offsets[name] += batch_rows
+    return batches
+
+
+def _percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def run_incremental(
+    topology: Topology,
+    views: Mapping[str, pl.DataFrame],
+    *,
+    batch_rows: int,
+    prefix: float = 0.5,
+    retract: float = 0.0,
+    checks: Sequence[str] | None = None,
+    k: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Feed the stream; return the measurements (docs/benchmarks.md): latency p50/p99/max in ms, rows per
+    second over the stream, state bytes at the end, bytes written per batch, and the open findings."""
+    if retract:
+        raise UnsupportedCase("bench incremental --retract: retractions are not implemented yet (issue 7)")
+    detector = Detector(topology, checks, k=k)
+    start = min(frame.height for frame in views.values()) if views else 0
+    start = int(start * prefix)
+    loaded_at = time.perf_counter()
+    detector.update(Batch(views={name: frame.head(start) for name, frame in views.items()}))
+    load_s = time.perf_counter() - loaded_at
+    batches = micro_batches(views, start, batch_rows)
+    latencies: list[float] = []
+    written: list[int] = []
+    rows = 0
+    for done, batch in enumerate(batches, start=1):
+        began = time.perf_counter()
+        detector.update(batch)
+        latencies.append((time.perf_counter() - began) * 1000)
+        written.append(len(detector.snapshot()))
+        rows += sum(frame.height for frame in batch.views.values())
+        if progress is not None:
+            progress(done, len(batches))
+    total_s = sum(latencies) / 1000
+    return {
+        "topology": topology.name,
+        "prefix_rows": start,
+        "load_s": load_s,
+        "batches": len(batches),
+        "batch_rows": batch_rows,
+        "rows": rows,
+        "rows_per_second": rows / total_s if total_s else None,
+        "batch_ms": {
+            "p50": statistics.median(latencies) if latencies else None,
+            "p99": _percentile(latencies, 0.99) if latencies else None,
+            "max": max(latencies) if latencies else None,
+        },
+        "state_bytes": len(detector.snapshot()),
+        "bytes_per_batch": statistics.median(written) if written else None,
+        "findings": [finding.to_dict() for finding in detector.findings()],
+    }
