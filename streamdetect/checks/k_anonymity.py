@@ -176,11 +176,7 @@ class KAnonymity:
             method.add(state, batch.views, callback)
             return
         assert isinstance(state, RowsState)
-        for view, frame in batch.views.items():
-            old = state.views.get(view)
-            state.views[view] = frame if old is None else pl.concat([old, frame])
-        if batch.table is not None:
-            state.table = batch.table if state.table is None else pl.concat([state.table, batch.table])
+        method.add(state, batch.views, batch.table)
 
     def update(
         self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None = None

@@ -73,12 +73,17 @@ class RecomputedCheck(Generic[F]):
     ) -> Delta[F]:
         """Add rows (of views, and of the table); recompute; return what was raised and cleared."""
         before = self.result(state) if state.views else []
+        self.add(state, batch, table_rows)
+        return diff(before, self.result(state))
+
+    @staticmethod
+    def add(state: RowsState, batch: Mapping[str, pl.DataFrame], table_rows: pl.DataFrame | None = None) -> None:
+        """Keep the rows (of views, and of the table); nothing is recomputed. O(rows kept)."""
         for name, frame in batch.items():
             old = state.views.get(name)
             state.views[name] = frame if old is None else pl.concat([old, frame])
         if table_rows is not None:
             state.table = table_rows if state.table is None else pl.concat([state.table, table_rows])
-        return diff(before, self.result(state))
 
     def result(self, state: RowsState) -> list[F]:
         """The findings for every row seen (none until every view has rows)."""

@@ -44,10 +44,9 @@ _ROWS_SHOWN = 5
 
 @dataclass(frozen=True)
 class _File:
-    """One data file as read: its path, the topology key that names it, its raw frame."""
+    """One data file as read: its path and its raw frame."""
 
     path: str
-    key: str
     frame: pl.DataFrame
 
     @property
@@ -221,7 +220,7 @@ def _read_files(topology: Topology, with_table: bool) -> tuple[list[_File], _Fil
     files: list[_File] = []
     table_file: _File | None = None
     if table.source is not None and (with_table or any(view.source is None for view in topology.views)):
-        table_file = _File(table.source, "table.source", _read(table.source, "table.source"))
+        table_file = _File(table.source, _read(table.source, "table.source"))
         _check_columns(table_file.frame, table.attributes, table.source, "table")
         files.append(table_file)
     for i, view in enumerate(topology.views):
@@ -230,7 +229,7 @@ def _read_files(topology: Topology, with_table: bool) -> tuple[list[_File], _Fil
         key = f"views[{i}].source"
         frame = _read(view.source, key)
         _check_columns(frame, view.attributes, view.source, f"views[{i}] ({view.name})")
-        files.append(_File(view.source, key, frame.select(view.attributes)))
+        files.append(_File(view.source, frame.select(view.attributes)))
     return files, table_file
 
 
