@@ -264,7 +264,8 @@ class LinkageCheck:
         cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
         shared: SharedWork,
     ) -> pl.DataFrame | None:
-        """Fold the joins of ``changed``'s new rows into the task's capped sets; the delta's linked pairs."""
+        """Fold the joins of ``changed``'s new rows into the task's capped sets; the identifier codes whose
+        capped set grew (None when nothing joined)."""
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
             source = new_rows if view == changed else state.seen.rows.get(view)
@@ -280,14 +281,17 @@ class LinkageCheck:
         current = state.linked.get(task.key)
         if current is None:
             state.linked[task.key] = found
-            return found
+            return found.select(task.identifier).unique()
         # linked_values already caps; only the keys the delta reached need capping again.
-        reached = found.select(task.identifier).unique()
-        merged = cap_per_key(
-            pl.concat([current.join(reached, on=task.identifier, how="semi"), found]), [task.identifier], self.k
-        )
-        state.linked[task.key] = pl.concat([current.join(reached, on=task.identifier, how="anti"), merged])
-        return found
+        identifier = task.identifier
+        reached = found.select(identifier).unique()
+        earlier = current.join(reached, on=identifier, how="semi")
+        merged = cap_per_key(pl.concat([earlier, found]), [identifier], self.k)
+        state.linked[task.key] = pl.concat([current.join(reached, on=identifier, how="anti"), merged])
+        # Only keys whose capped set grew can change a finding (a saturated set stays saturated).
+        before = earlier.group_by(identifier).len("\0before")
+        grown = merged.group_by(identifier).len("\0after").join(before, on=identifier, how="left")
+        return grown.filter(pl.col("\0after") > pl.col("\0before").fill_null(0)).select(identifier)
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
