@@ -130,6 +130,15 @@ class Detector:
         """What each check examined, given its number of findings."""
         return [check.summary(counts.get(name, 0)) for name, check in self.checks.items()]
 
+    def changes(self) -> dict[str, bytes]:
+        """Every check's pieces to write since the last call, keyed ``<check>/<piece>`` (a Faust table or a
+        checkpoint store keeps them; :meth:`snapshot` is the whole state at once)."""
+        return {
+            f"{name}/{key}": piece
+            for name, check in self.checks.items()
+            for key, piece in check.changes(self.states[name]).items()
+        }
+
     def snapshot(self) -> bytes:
         """Every state, with the fingerprint of the parameters it was built under."""
         document = {

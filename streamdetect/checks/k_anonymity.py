@@ -256,6 +256,10 @@ class KAnonymity:
             return AssociationCoverState.from_bytes(data)
         return RowsState.from_bytes(data)
 
+    def changes(self, state: KAnonymityState) -> dict[str, bytes]:
+        """The whole state under one key (it is recomputed, not append-only): each write replaces it."""
+        return {"state": self.encode(state)}
+
     def summary(self, findings: int) -> CheckSummary:
         """One "channel" (the join of all views) and one task per (identifier, sensitive) pair."""
         schema = self.topology.table

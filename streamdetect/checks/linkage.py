@@ -19,6 +19,7 @@ Null is not a value: a row with a null in an attribute a channel uses drops out 
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,10 +36,23 @@ from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import decode, decode_frame
-from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
+from streamdetect.relational.linked_values import SharedWork, linked_values
 
 Progress = Callable[[int, int], None]
+#: Chunks an append-only linked set may have before it is made contiguous again.
+_MAX_CHUNKS = 16
 TaskKey = tuple[tuple[str, ...], str, str]
+
+
+def _ipc(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer)
+    return buffer.getvalue()
+
+
+def _continues(key: str, have: int, start: int) -> None:
+    if have != start:
+        raise ValueError(f"state piece {key!r} starts at {start} but the state holds {have}: a piece is missing")
 
 
 def _sort_key(value: object) -> tuple[str, str]:
@@ -84,6 +98,68 @@ class LinkageState:
     #: The open findings by subject: a cache of :meth:`LinkageCheck.result`, so that an update diffs only
     #: the identifier values it touched. Not serialized (rebuilt on the first update after a restore).
     open: dict[tuple[object, ...], LinkageFinding] | None = field(default=None, compare=False)
+    #: Pairs appended to each task's linked set since the last :meth:`take_changes`.
+    journal: dict[TaskKey, list[pl.DataFrame]] = field(default_factory=dict, compare=False)
+    #: What :meth:`take_changes` has handed out: rows per view, values per dictionary, pairs per task.
+    marks: dict[str, int] = field(default_factory=dict, compare=False)
+
+    def take_changes(self) -> dict[str, bytes]:
+        """The state's growth since the last call, as keyed, append-only pieces (Arrow IPC bytes).
+
+        A key names what grew and from which position (``rows/<view>/<from>``, ``values/<attribute>/<from>``,
+        ``linked/<task>/<from>``), so pieces are never overwritten: a Faust changelog or a checkpoint
+        writes per batch what the batch added, not the whole state. :meth:`apply_changes` replays them.
+        O(size of the pieces).
+        """
+        pieces: dict[str, bytes] = {}
+        for attribute, values in self.seen.dictionaries.items():
+            self._piece(pieces, f"values/{attribute}", values.to_frame())
+        for view, rows in self.seen.rows.items():
+            self._piece(pieces, f"rows/{view}", rows)
+        for key, frames in self.journal.items():
+            name = f"linked/{json.dumps([list(key[0]), key[1], key[2]])}"
+            start = self.marks.get(name, 0)
+            appended = pl.concat(frames)
+            pieces[f"{name}/{start:012d}"] = _ipc(appended)
+            self.marks[name] = start + appended.height
+        self.journal.clear()
+        return pieces
+
+    def _piece(self, pieces: dict[str, bytes], name: str, frame: pl.DataFrame) -> None:
+        start = self.marks.get(name, 0)
+        if frame.height > start:
+            pieces[f"{name}/{start:012d}"] = _ipc(frame.slice(start))
+            self.marks[name] = frame.height
+
+    def apply_changes(self, pieces: Mapping[str, bytes]) -> None:
+        """Append pieces of :meth:`take_changes` (of another state, in order of their keys' positions).
+
+        Raises ``ValueError`` on a piece that does not continue what this state holds (a gap).
+        """
+        kinds = {"values": 0, "rows": 1, "linked": 2}
+        ordered = sorted(pieces.items(), key=lambda item: (kinds[item[0].split("/", 1)[0]], item[0]))
+        for key, data in ordered:
+            kind, rest = key.split("/", 1)
+            name, start = rest.rsplit("/", 1)
+            frame = pl.read_ipc(io.BytesIO(data))
+            if kind == "values":
+                current = self.seen.dictionaries.get(name)
+                have = 0 if current is None else current.len()
+                _continues(key, have, int(start))
+                values = frame.to_series()
+                self.seen.dictionaries[name] = values if current is None else pl.concat([current, values])
+            elif kind == "rows":
+                rows = self.seen.rows.get(name)
+                _continues(key, 0 if rows is None else rows.height, int(start))
+                self.seen.rows[name] = frame if rows is None else pl.concat([rows, frame])
+            else:
+                views, identifier, sensitive = json.loads(name)
+                task = (tuple(views), identifier, sensitive)
+                linked = self.linked.get(task)
+                _continues(key, 0 if linked is None else linked.height, int(start))
+                self.linked[task] = frame if linked is None else pl.concat([linked, frame])
+            self.marks[f"{kind}/{name}"] = self.marks.get(f"{kind}/{name}", 0) + frame.height
+        self.open = None
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""
@@ -98,10 +174,17 @@ class LinkageState:
     def from_bytes(cls, data: bytes) -> LinkageState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "linkage")
-        return cls(
+        state = cls(
             seen=SeenRows.from_document(document["seen"]),
             linked={(tuple(views), e, s): frame_from_text(text) for views, e, s, text in document["linked"]},
         )
+        # A restored state has written everything it holds: pieces resume from here.
+        state.marks = {f"values/{a}": values.len() for a, values in state.seen.dictionaries.items()}
+        state.marks |= {f"rows/{view}": rows.height for view, rows in state.seen.rows.items()}
+        state.marks |= {
+            f"linked/{json.dumps([list(key[0]), key[1], key[2]])}": frame.height for key, frame in state.linked.items()
+        }
+        return state
 
 
 @dataclass(frozen=True)
@@ -279,19 +362,34 @@ class LinkageCheck:
         if found.is_empty():
             return None
         current = state.linked.get(task.key)
+        identifier, sensitive = task.identifier, task.sensitive
         if current is None:
-            state.linked[task.key] = found
-            return found.select(task.identifier).unique()
-        # linked_values already caps; only the keys the delta reached need capping again.
-        identifier = task.identifier
-        reached = found.select(identifier).unique()
-        earlier = current.join(reached, on=identifier, how="semi")
-        merged = cap_per_key(pl.concat([earlier, found]), [identifier], self.k)
-        state.linked[task.key] = pl.concat([current.join(reached, on=identifier, how="anti"), merged])
-        # Only keys whose capped set grew can change a finding (a saturated set stays saturated).
-        before = earlier.group_by(identifier).len("\0before")
-        grown = merged.group_by(identifier).len("\0after").join(before, on=identifier, how="left")
-        return grown.filter(pl.col("\0after") > pl.col("\0before").fill_null(0)).select(identifier)
+            added = found
+        else:
+            # Linked sets only grow: append the new pairs of the keys still below k, up to k per key
+            # (a saturated set cannot change a finding). Earlier pairs are never rewritten, so the
+            # state is append-only and a journal of appended pairs replays it (take_changes).
+            earlier = current.join(found.select(identifier).unique(), on=identifier, how="semi")
+            counts = earlier.group_by(identifier).len("\0before")
+            candidates = (
+                found.join(earlier, on=[identifier, sensitive], how="anti")
+                .join(counts, on=identifier, how="left")
+                .with_columns(pl.col("\0before").fill_null(0))
+                .filter(pl.col("\0before") < self.k)
+            )
+            # New keys take the delta's pairs as they are (already at most k); only the few keys partly
+            # filled before need a per-key limit.
+            partial = candidates.filter(pl.col("\0before") > 0)
+            if partial.height:
+                partial = partial.filter(pl.int_range(pl.len()).over(identifier) < self.k - pl.col("\0before"))
+            added = pl.concat([candidates.filter(pl.col("\0before") == 0), partial]).select(identifier, sensitive)
+            if added.is_empty():
+                return None
+        grown = added if current is None else pl.concat([current, added], rechunk=False)
+        # Appends fragment the frame; rechunk now and then (amortised O(1) per appended row).
+        state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
+        state.journal.setdefault(task.key, []).append(added)
+        return added.select(identifier).unique()
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
@@ -503,6 +601,10 @@ class Linkage:
     def decode(self, data: bytes) -> LinkageState:
         """Inverse of :meth:`encode`."""
         return LinkageState.from_bytes(data)
+
+    def changes(self, state: LinkageState) -> dict[str, bytes]:
+        """Append-only pieces of what grew since the last call (:meth:`LinkageState.take_changes`)."""
+        return state.take_changes()
 
     def summary(self, findings: int) -> CheckSummary:
         """Channels of the closure and (channel, E, S) tasks."""

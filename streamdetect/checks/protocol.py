@@ -112,6 +112,11 @@ class Check(Protocol, Generic[S, F]):
         """Inverse of :meth:`encode`; refuses another version."""
         ...
 
+    def changes(self, state: S) -> dict[str, bytes]:
+        """What to write since the last call, as keyed pieces: append-only pieces for a check whose state
+        only grows (``linkage``), else the whole state under one key that each write replaces."""
+        ...
+
     def summary(self, findings: int) -> CheckSummary:
         """What the check examines (for reports)."""
         ...

@@ -85,6 +85,10 @@ class PublisherSide:
         """Inverse of :meth:`encode`."""
         return SindState.from_bytes(data)
 
+    def changes(self, state: SindState) -> dict[str, bytes]:
+        """The whole state under one key (it is recomputed, not append-only): each write replaces it."""
+        return {"state": self.encode(state)}
+
     def summary(self, findings: int) -> CheckSummary:
         """Views and sensitive attributes examined."""
         return CheckSummary(self.name, self.k, len(self.check.views), len(self.check.sensitive), findings)

@@ -160,3 +160,22 @@ def cyclic_publications(draw: st.DrawFn) -> dict[str, Any]:
 @given(cyclic_publications())
 def test_cyclic_channels_equal_brute_force(publication: dict[str, Any]) -> None:
     _assert_matches_reference(publication)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications(), st.randoms(use_true_random=False))
+def test_keyed_pieces_replay_the_state(publication: dict[str, Any], rng: Any) -> None:
+    """The pieces each batch writes (take_changes) rebuild a state with the same findings, batch by batch;
+    a state restored from bytes resumes writing pieces where it stopped."""
+    check = _check(publication)
+    frames = {name: _frame(schema, publication["rows"][name]) for name, schema in publication["views"].items()}
+    pieces = [(name, frame.slice(start, 2)) for name, frame in frames.items() for start in range(0, frame.height, 2)]
+    rng.shuffle(pieces)
+    state, replica = check.initialize(), check.initialize()
+    for position, (name, piece) in enumerate(pieces):
+        check.update(state, {name: piece})
+        replica.apply_changes(state.take_changes())
+        assert sorted(f.id for f in check.result(replica)) == sorted(f.id for f in check.result(state))
+        if position == len(pieces) // 2:
+            state = LinkageState.from_bytes(state.to_bytes())
+    assert sorted(f.id for f in check.result(replica)) == sorted(f.id for f in run_linkage(check, frames))
