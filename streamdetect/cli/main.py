@@ -10,11 +10,12 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import click
+import polars as pl
 from rich.console import Console
 from rich.table import Table
 
@@ -26,7 +27,7 @@ from streamdetect.errors import TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
-from streamdetect.model.topology import MAX_K
+from streamdetect.model.topology import MAX_K, Topology
 from streamdetect.relational.universal import channel_sizes, universal_relation
 from streamdetect.reporting.baseline import accepted_ids
 from streamdetect.reporting.console import progress_bars, render_report
@@ -163,8 +164,7 @@ def explain(
         names = checks_to_run(model, checks or None)
     views, table = load_data(model, with_table=needs_table(model, names) or model.table.source is not None)
     if report is None:
-        found = run_checks(model, views, table=table, checks=names, k=k).findings
-        finding = _pick(found, reference, "the report")
+        finding = _locate(model, views, table, names, k, reference)
     if isinstance(finding, LinkageFinding):
         sections = explain_linkage(model, views, finding)
     elif isinstance(finding, AssociationCoverFinding):
@@ -198,6 +198,25 @@ def explain(
         for row in frame.iter_rows():
             rendered.add_row(*(str(value) for value in row))
         console.print(rendered)
+
+
+def _locate(
+    model: Topology,
+    views: Mapping[str, pl.DataFrame],
+    table: pl.DataFrame | None,
+    names: Sequence[str],
+    k: int | None,
+    reference: str,
+) -> Finding:
+    """The finding with this id, running one check at a time and stopping at the one that has it (a
+    position needs every check before it, in report order)."""
+    if reference.isdigit() and len(reference) < 16:
+        return _pick(run_checks(model, views, table=table, checks=names, k=k).findings, reference, "the report")
+    for name in names:
+        found = run_checks(model, views, table=table, checks=[name], k=k).findings
+        if any(finding.id == reference for finding in found):
+            return _pick(found, reference, "the report")
+    return _pick((), reference, "the report")
 
 
 def _json_cell(value: object) -> object:
