@@ -61,3 +61,11 @@ def test_bench_incremental_ends_in_the_findings_of_a_batch_check() -> None:
     refused = _run("bench", "incremental", topology, "--retract", "0.1")
     assert refused.returncode == 2
     assert "retractions" in refused.stderr
+
+
+def test_bench_run_times_publisher_side_checks() -> None:
+    result = _run(
+        "bench", "run", str(ROOT / "topologies" / "sind-figure4.yaml"), "--check", "sind", "--repeat", "1", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["runs"][0]["by_check"] == {"sind": 2}
