@@ -139,6 +139,21 @@ class Detector:
             for key, piece in check.changes(self.states[name]).items()
         }
 
+    def apply_changes(self, pieces: Mapping[str, bytes]) -> None:
+        """Bring the states up to another detector's, from the pieces of its :meth:`changes` (all of them
+        since its start, or since a snapshot this one restored). Raises :class:`StateError` on a gap."""
+        by_check: dict[str, dict[str, bytes]] = {}
+        for key, piece in pieces.items():
+            name, _, rest = key.partition("/")
+            if name not in self.checks:
+                raise StateError(f"state piece {key!r} belongs to no check run here")
+            by_check.setdefault(name, {})[rest] = piece
+        try:
+            for name, own in by_check.items():
+                self.states[name] = self.checks[name].apply_changes(self.states[name], own)
+        except ValueError as exc:
+            raise StateError(str(exc)) from None
+
     def snapshot(self) -> bytes:
         """Every state, with the fingerprint of the parameters it was built under."""
         document = {

@@ -260,6 +260,10 @@ class KAnonymity:
         """The whole state under one key (it is recomputed, not append-only): each write replaces it."""
         return {"state": self.encode(state)}
 
+    def apply_changes(self, state: KAnonymityState, pieces: Mapping[str, bytes]) -> KAnonymityState:
+        """The latest whole state among the pieces (each write replaces the last)."""
+        return self.decode(pieces["state"]) if "state" in pieces else state
+
     def summary(self, findings: int) -> CheckSummary:
         """One "channel" (the join of all views) and one task per (identifier, sensitive) pair."""
         schema = self.topology.table

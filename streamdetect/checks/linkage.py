@@ -606,6 +606,11 @@ class Linkage:
         """Append-only pieces of what grew since the last call (:meth:`LinkageState.take_changes`)."""
         return state.take_changes()
 
+    def apply_changes(self, state: LinkageState, pieces: Mapping[str, bytes]) -> LinkageState:
+        """Append another state's pieces (:meth:`LinkageState.apply_changes`)."""
+        state.apply_changes(pieces)
+        return state
+
     def summary(self, findings: int) -> CheckSummary:
         """Channels of the closure and (channel, E, S) tasks."""
         channels = sum(len(level) for level in self.check.levels)

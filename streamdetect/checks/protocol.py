@@ -117,6 +117,10 @@ class Check(Protocol, Generic[S, F]):
         only grows (``linkage``), else the whole state under one key that each write replaces."""
         ...
 
+    def apply_changes(self, state: S, pieces: Mapping[str, bytes]) -> S:
+        """A state with :meth:`changes` pieces of another state applied (in key order); may be ``state``."""
+        ...
+
     def summary(self, findings: int) -> CheckSummary:
         """What the check examines (for reports)."""
         ...

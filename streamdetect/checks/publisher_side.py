@@ -8,6 +8,7 @@ classes (SIND's certainty, RSIND's clique partition), so their state is one piec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from streamdetect.checks.findings import Delta, SindFinding
@@ -88,6 +89,10 @@ class PublisherSide:
     def changes(self, state: SindState) -> dict[str, bytes]:
         """The whole state under one key (it is recomputed, not append-only): each write replaces it."""
         return {"state": self.encode(state)}
+
+    def apply_changes(self, state: SindState, pieces: Mapping[str, bytes]) -> SindState:
+        """The latest whole state among the pieces (each write replaces the last)."""
+        return self.decode(pieces["state"]) if "state" in pieces else state
 
     def summary(self, findings: int) -> CheckSummary:
         """Views and sensitive attributes examined."""

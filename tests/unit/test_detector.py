@@ -84,3 +84,17 @@ def test_the_registry_is_the_one_list_of_checks() -> None:
         assert check.name == name
         assert check.k == 5
         assert check.properties.needs_table == (name in ("sind", "rsind"))
+
+
+def test_pieces_with_a_gap_are_refused() -> None:
+    topology = load_topology(TOPOLOGY)
+    views = load_views(topology)
+    detector = Detector(topology)
+    detector.update(Batch(views={"v1": views["v1"].head(3)}))
+    detector.changes()  # written, and lost
+    detector.update(Batch(views={"v1": views["v1"].slice(3)}))
+    replica = Detector(topology)
+    with pytest.raises(StateError, match="a piece is missing"):
+        replica.apply_changes(detector.changes())
+    with pytest.raises(StateError, match="belongs to no check"):
+        replica.apply_changes({"nothing/rows/v1/000000000000": b""})
