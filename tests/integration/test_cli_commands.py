@@ -69,3 +69,12 @@ def test_bench_run_times_publisher_side_checks() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["runs"][0]["by_check"] == {"sind": 2}
+
+
+def test_help_lists_the_four_exit_codes() -> None:
+    for command in ([], ["check"], ["explain"]):
+        result = _run(*command, "--help")
+        assert result.returncode == 0
+        text = " ".join(result.stdout.split())
+        for code in ("0 nothing found", "1 findings that fail the run", "2 bad input", "3 internal error"):
+            assert code in text, (command, code)
