@@ -155,7 +155,11 @@ class Detector:
             raise StateError(str(exc)) from None
 
     def snapshot(self) -> bytes:
-        """Every state, with the fingerprint of the parameters it was built under."""
+        """Every state, with the fingerprint of the parameters it was built under.
+
+        A detector restored from it counts everything it holds as written: take :meth:`changes` before a
+        snapshot, or a replica fed only pieces sees a gap (refused, never silent).
+        """
         document = {
             "version": SNAPSHOT_VERSION,
             "fingerprint": self.fingerprint,
