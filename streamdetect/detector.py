@@ -5,7 +5,8 @@ worker call. Pure: frames in, findings out. Each check follows :mod:`streamdetec
 from :mod:`streamdetect.checks.registry`; nothing here switches on check names.
 
 * ``update(batch)`` is atomic as far as the batch's validity goes: a batch naming an unknown view,
-  missing or adding columns, or retracting rows a check cannot take back changes nothing.
+  missing or adding columns, changing a column's type, or retracting rows a check cannot take back
+  changes nothing.
 * ``snapshot()``/``restore()`` carry a *fingerprint* of the topology, the checks with their thresholds,
   the closure bound and the state versions; a snapshot restored under other parameters is refused
   (a state built for k = 2 caps its sets at 2 values and would give wrong answers for k = 5).
@@ -18,6 +19,8 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import polars as pl
 
 from streamdetect.checks.findings import Delta
 from streamdetect.checks.protocol import Batch, Check, CheckSummary, ProgressFactory
@@ -90,6 +93,9 @@ class Detector:
         }
         self.states: dict[str, Any] = {name: check.initialize() for name, check in self.checks.items()}
         self.fingerprint = fingerprint(topology, self.checks, max_level)
+        #: The type of each attribute as the first batch that held it gave it: later batches must agree
+        #: (dictionary codes and joins are per attribute), or a check would fail half-way through.
+        self.dtypes: dict[str, pl.DataType] = {}
 
     def validate(self, batch: Batch) -> None:
         """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
@@ -105,6 +111,15 @@ class Detector:
                         f"the view has {', '.join(sorted(attributes[name]))}",
                         file=self.topology.path,
                     )
+        seen = dict(self.dtypes)
+        for name, frame in _frames(batch):
+            for column, dtype in frame.schema.items():
+                expected = seen.setdefault(column, dtype)
+                if dtype != expected:
+                    raise TopologyError(
+                        f"batch: column {column!r} of {name!r} is {dtype}, but earlier rows of it are {expected}",
+                        file=self.topology.path,
+                    )
         if batch.retracts:
             refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
             if refusing:
@@ -113,6 +128,9 @@ class Detector:
     def update_each(self, batch: Batch, progress: ProgressFactory | None = None) -> dict[str, Delta[Any]]:
         """Fold a batch into every check's state; per check, the findings raised and cleared."""
         self.validate(batch)
+        for _, frame in _frames(batch):
+            for column, dtype in frame.schema.items():
+                self.dtypes.setdefault(column, dtype)
         return {name: check.update(self.states[name], batch, progress) for name, check in self.checks.items()}
 
     def update(self, batch: Batch, progress: ProgressFactory | None = None) -> Delta[Any]:
@@ -195,3 +213,9 @@ class Detector:
         except (ValueError, KeyError) as exc:
             raise StateError(f"a state of the snapshot cannot be read: {exc}") from None
         self.states = decoded
+
+
+def _frames(batch: Batch) -> list[tuple[str, pl.DataFrame]]:
+    """Every frame of a batch, named for error messages."""
+    named = [*batch.views.items(), *batch.retracted.items()]
+    return [*named, ("the table", batch.table)] if batch.table is not None else named

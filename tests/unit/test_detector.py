@@ -33,8 +33,13 @@ def _loaded() -> tuple[Detector, dict[str, pl.DataFrame]]:
         (lambda v: Batch(views={"v2": v["v2"], "v9": v["v1"]}), TopologyError, "unknown view 'v9'"),
         (lambda v: Batch(views={"v2": v["v2"].drop("Sex")}), TopologyError, "the view has"),
         (lambda v: Batch(views={"v2": v["v2"]}, retracted={"v1": v["v1"].head(1)}), UnsupportedCase, "retracted"),
+        (
+            lambda v: Batch(views={"v2": v["v2"].with_columns(pl.col("Job").cast(pl.Categorical))}),
+            TopologyError,
+            "column 'Job' of 'v2' is Categorical, but earlier rows of it are String",
+        ),
     ],
-    ids=["unknown-view", "missing-column", "retraction-not-supported"],
+    ids=["unknown-view", "missing-column", "retraction-not-supported", "type-changed"],
 )
 def test_a_failing_batch_changes_nothing(batch, error, message) -> None:  # type: ignore[no-untyped-def]
     detector, views = _loaded()
