@@ -98,8 +98,7 @@ class AssociationCoverCheck:
                 "some functional dependency is effective for these views (Yao et al. 6.1): the exact method "
                 "does not apply (k_anonymity_check picks the FD methods)"
             )
-        config = topology.check_config("k-anonymity")
-        threshold = k if k is not None else (config.k if config is not None else 2)
+        threshold = topology.threshold("k-anonymity", k)
         return cls(topology.views, topology.table.identifiers, topology.table.sensitive, threshold)
 
     @property

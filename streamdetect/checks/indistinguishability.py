@@ -58,9 +58,8 @@ def publisher_settings(topology: Topology, name: str, k: int | None) -> tuple[tu
         raise TopologyError(
             f"the {name} check needs the private table: set table.source", file=topology.path, key="table.source"
         )
-    config = topology.check_config(name)
-    threshold = k if k is not None else (config.k if config is not None else 2)
-    return tuple(a for a in topology.table.attributes if a not in topology.table.sensitive), threshold
+    public = tuple(a for a in topology.table.attributes if a not in topology.table.sensitive)
+    return public, topology.threshold(name, k)
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,7 @@ KAnonymityCheck = AssociationCoverCheck | RecomputedCheck[AssociationCoverFindin
 def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityCheck:
     """The k-anonymity check for the topology's subcase; ``k`` overrides the configured threshold."""
     schema = topology.table
-    config = topology.check_config("k-anonymity")
-    threshold = k if k is not None else (config.k if config is not None else 2)
+    threshold = topology.threshold("k-anonymity", k)
     effective = effective_dependencies(topology.views, schema.functional_dependencies)
     selections = [view.name for view in topology.views if view.where is not None]
     names = tuple(view.name for view in topology.views)
@@ -86,12 +85,6 @@ def needs_table(topology: Topology) -> bool:
 
 CoverKey = tuple[str, Any, str, frozenset[Any]]
 KAnonymityState = AssociationCoverState | RowsState
-
-
-def threshold(topology: Topology, k: int | None) -> int:
-    """The k-anonymity threshold: the override, else the configured one, else 2."""
-    config = topology.check_config("k-anonymity")
-    return k if k is not None else (config.k if config is not None else 2)
 
 
 def restricted(topology: Topology, subset: Collection[str], pairs: set[tuple[str, str]]) -> Topology:
@@ -152,7 +145,7 @@ class KAnonymity:
     @property
     def k(self) -> int:
         """The threshold."""
-        return threshold(self.topology, self.k_override)
+        return self.topology.threshold(self.name, self.k_override)
 
     @property
     def properties(self) -> CheckProperties:

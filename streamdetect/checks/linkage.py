@@ -204,8 +204,7 @@ class LinkageCheck:
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> LinkageCheck:
         """The check as the topology configures it; ``k`` overrides the configured threshold."""
-        config = topology.check_config("linkage")
-        threshold = k if k is not None else (config.k if config is not None else 2)
+        threshold = topology.threshold("linkage", k)
         return cls(
             views=topology.views,
             identifiers=topology.table.identifiers,
@@ -263,11 +262,7 @@ class LinkageCheck:
     def _needed(self, task: LinkageTask) -> dict[str, list[str]]:
         """Per view of the channel, the attributes the join needs: E, S and the join attributes."""
         members = [view for view in self.views if view.name in task.channel.views]
-        counts: dict[str, int] = {}
-        for view in members:
-            for attribute in view.attributes:
-                counts[attribute] = counts.get(attribute, 0) + 1
-        keep = {task.identifier, task.sensitive} | {a for a, count in counts.items() if count > 1}
+        keep = {task.identifier, task.sensitive, *self._joined_on[task.channel.views]}
         return {view.name: [a for a in view.attributes if a in keep] for view in members}
 
     def update(
@@ -477,8 +472,8 @@ class LinkageCheck:
         if not disclosing:
             return []
         to_prove = [frame.get_column(identifier) for task, frame in disclosing if self._open_selections[task.key]]
-        codes = pl.concat(to_prove).unique() if to_prove else pl.Series([])
-        facts = self._facts(state, identifier, codes, without)
+        unproven = pl.concat(to_prove).unique() if to_prove else pl.Series([])
+        facts = self._facts(state, identifier, unproven, without)
         parts = []
         for task, frame in disclosing:
             selections = self._open_selections[task.key]

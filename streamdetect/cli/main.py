@@ -210,7 +210,7 @@ def _locate(
 ) -> Finding:
     """The finding with this id, running one check at a time and stopping at the one that has it (a
     position needs every check before it, in report order)."""
-    if reference.isdigit() and len(reference) < 16:
+    if _is_position(reference):
         return _pick(run_checks(model, views, table=table, checks=names, k=k).findings, reference, "the report")
     for name in names:
         found = run_checks(model, views, table=table, checks=[name], k=k).findings
@@ -223,9 +223,14 @@ def _json_cell(value: object) -> object:
     return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
+def _is_position(reference: str) -> bool:
+    """A finding's # in the report rather than its id (ids are 16 hex digits)."""
+    return reference.isdigit() and len(reference) < 16
+
+
 def _pick(findings: Sequence[Finding], reference: str, where: str) -> Finding:
     """The finding with this id, or at this 1-based position."""
-    if reference.isdigit() and len(reference) < 16:
+    if _is_position(reference):
         number = int(reference)
         if not 1 <= number <= len(findings):
             raise TopologyError(f"--finding {number}: {where} has {len(findings)} finding(s)")

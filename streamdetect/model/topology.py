@@ -97,3 +97,10 @@ class Topology:
             if config.name == name:
                 return config
         return None
+
+    def threshold(self, name: str, override: int | None = None) -> int:
+        """Check ``name``'s k: the override, else the configured one, else 2."""
+        if override is not None:
+            return override
+        config = self.check_config(name)
+        return config.k if config is not None else 2
