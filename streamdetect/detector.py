@@ -98,8 +98,8 @@ class Detector:
         self.dtypes: dict[str, pl.DataType] = {}
 
     def validate(self, batch: Batch) -> None:
-        """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
-        or that retracts rows a check cannot take back. Changes nothing."""
+        """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes
+        (the table's for table rows), or that withdraws rows not published. Changes nothing."""
         attributes = {view.name: set(view.attributes) for view in self.topology.views}
         for kind, frames in (("rows", batch.views), ("retracted rows", batch.retracted)):
             for name, frame in frames.items():
@@ -124,6 +124,10 @@ class Detector:
             refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
             if refusing:
                 raise UnsupportedCase(f"batch: the {', '.join(refusing)} check(s) do not take retracted rows yet")
+            for name, check in self.checks.items():
+                problem = check.validate(self.states[name], batch)
+                if problem is not None:
+                    raise TopologyError(f"batch: {problem}", file=self.topology.path)
 
     def update_each(self, batch: Batch, progress: ProgressFactory | None = None) -> dict[str, Delta[Any]]:
         """Fold a batch into every check's state; per check, the findings raised and cleared."""
@@ -218,4 +222,8 @@ class Detector:
 def _frames(batch: Batch) -> list[tuple[str, pl.DataFrame]]:
     """Every frame of a batch, named for error messages."""
     named = [*batch.views.items(), *batch.retracted.items()]
-    return [*named, ("the table", batch.table)] if batch.table is not None else named
+    if batch.table is not None:
+        named.append(("the table", batch.table))
+    if batch.retracted_table is not None:
+        named.append(("the table's withdrawn rows", batch.retracted_table))
+    return named

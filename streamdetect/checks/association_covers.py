@@ -120,24 +120,46 @@ class AssociationCoverCheck:
         return {view.name: [a for a in view.attributes if a in keep] for view in self.views}
 
     def update(
-        self, state: AssociationCoverState, batch: Mapping[str, pl.DataFrame], progress: Progress | None = None
+        self,
+        state: AssociationCoverState,
+        batch: Mapping[str, pl.DataFrame],
+        progress: Progress | None = None,
+        retracted: Mapping[str, pl.DataFrame] | None = None,
     ) -> Delta[AssociationCoverFinding]:
-        """Add new rows of one or more views; return the covers raised and cleared. Exact."""
+        """Withdraw ``retracted`` rows and add new rows of one or more views; return the covers raised and
+        cleared. Exact."""
         before = self.result(state) if state.sets else []
-        self.add(state, batch, progress)
+        self.add(state, batch, progress, retracted)
         return diff(before, self.result(state))
 
     def add(
-        self, state: AssociationCoverState, batch: Mapping[str, pl.DataFrame], progress: Progress | None = None
+        self,
+        state: AssociationCoverState,
+        batch: Mapping[str, pl.DataFrame],
+        progress: Progress | None = None,
+        retracted: Mapping[str, pl.DataFrame] | None = None,
     ) -> None:
-        """The work of :meth:`update` without the diff: for a caller that reads the result its own way."""
+        """The work of :meth:`update` without the diff: for a caller that reads the result its own way.
+
+        Withdrawals (``retracted``) are exact but not incremental: a withdrawn row can shrink T^v anywhere
+        its PFs reach, so when a row is no longer present every capped set is recomputed from the rows
+        present (the cost of a batch check).
+        """
         attributes = {view.name: list(view.attributes) for view in self.views}
+        withdrawn = [(name, frame) for name, frame in (retracted or {}).items() if frame.height]
+        if withdrawn:
+            gone = sum(state.seen.retract(name, frame, attributes[name])[0].height for name, frame in withdrawn)
+            if gone:
+                for name, frame in batch.items():
+                    state.seen.add(name, frame, attributes[name])
+                state.sets = self.recompute(state.seen).sets
+                return
         total = len(batch) * len(self.views) * len(self.pairs) * 2
         done = 0
         for name, frame in batch.items():
             if name not in attributes:
                 raise KeyError(f"unknown view {name!r}")
-            new, first = state.seen.add(name, frame, attributes[name])
+            new, positions = state.seen.add(name, frame, attributes[name])
             shared = SharedWork()
             for identifier, sensitive in self.pairs:
                 needed = self._needed(identifier, sensitive)
@@ -146,7 +168,7 @@ class AssociationCoverCheck:
                         done += 1
                         if new.height and all(state.seen.height(view.name) for view in self.views):
                             key = (holder.name, identifier, sensitive, target)
-                            self._apply(state, key, needed, name, new, first, cap, shared)
+                            self._apply(state, key, needed, name, new, positions, cap, shared)
                         if progress is not None:
                             progress(done, total)
 
@@ -157,18 +179,19 @@ class AssociationCoverCheck:
         needed: Mapping[str, list[str]],
         changed: str,
         new_rows: pl.DataFrame,
-        first: int,
+        positions: pl.Series,
         cap: int,
         shared: SharedWork,
     ) -> None:
         holder, _, _, target = key
         relations: dict[str, pl.DataFrame] = {}
         for view in self.views:
-            rows = new_rows if view.name == changed else state.seen.rows[view.name]
-            offset = first if view.name == changed else 0
-            columns = [pl.col(a) for a in needed[view.name]]
+            rows = new_rows if view.name == changed else state.seen.present(view.name)
+            assert rows is not None  # every view has rows before any set is computed
+            columns: list[pl.Expr | pl.Series] = [pl.col(a) for a in needed[view.name]]
             if view.name == holder:
-                columns.append(pl.int_range(offset, offset + rows.height, dtype=pl.UInt32).alias(PF))
+                at = positions if view.name == changed else state.seen.present_positions(view.name)
+                columns.append(at.alias(PF))
             if not columns:
                 continue  # a view sharing nothing needed only has to be non-empty, and every view is
             relations[view.name] = rows.select(columns).drop_nulls().unique()
@@ -188,13 +211,15 @@ class AssociationCoverCheck:
             return state
         # The whole of one view as the "delta": its join with the others is everything.
         changed = self.views[0].name
+        rows, positions = seen.present(changed), seen.present_positions(changed)
+        assert rows is not None
         shared = SharedWork()
         for identifier, sensitive in self.pairs:
             needed = self._needed(identifier, sensitive)
             for holder in self.views:
                 for target, cap in ((identifier, 2), (sensitive, self.k)):
                     key = (holder.name, identifier, sensitive, target)
-                    self._apply(state, key, needed, changed, seen.rows[changed], 0, cap, shared)
+                    self._apply(state, key, needed, changed, rows, positions, cap, shared)
         return state
 
     def merge(self, state: AssociationCoverState, other: AssociationCoverState) -> Delta[AssociationCoverFinding]:

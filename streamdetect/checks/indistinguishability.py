@@ -43,7 +43,7 @@ import polars as pl
 
 from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
-from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, versioned_document
+from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
 from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
@@ -91,6 +91,26 @@ class SindState:
         document = versioned_document(data, cls.VERSION, "table rows")
         return cls(rows=frame_from_text(document["rows"]) if document["rows"] is not None else None)
 
+    def without(self, withdrawn: pl.DataFrame | None, columns: Sequence[str]) -> pl.DataFrame | None:
+        """The rows kept with ``withdrawn`` taken out (one occurrence each); the state is unchanged.
+        Raises ``ValueError`` for a row not kept. O(rows kept)."""
+        if withdrawn is None or withdrawn.is_empty():
+            return self.rows
+        if self.rows is None:
+            raise ValueError(f"withdraws {withdrawn.height} row(s) of the table, which has none")
+        return remove_occurrences(self.rows, withdrawn.select(columns), "the table")
+
+    def folded(
+        self, added: pl.DataFrame | None, withdrawn: pl.DataFrame | None, columns: Sequence[str]
+    ) -> pl.DataFrame | None:
+        """The rows kept after withdrawing rows, then adding new ones (each projected on ``columns``); the
+        state is unchanged."""
+        rows = self.without(withdrawn, columns)
+        if added is not None and added.height:
+            new = added.select(columns)
+            rows = new if rows is None else pl.concat([rows, new])
+        return rows
+
 
 @dataclass(frozen=True)
 class SindCheck:
@@ -120,12 +140,16 @@ class SindCheck:
         """No rows seen."""
         return SindState()
 
-    def update(self, state: SindState, table_rows: pl.DataFrame) -> Delta[SindFinding]:
-        """Add new rows of the private table; return the findings raised and cleared."""
+    def update(
+        self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None = None
+    ) -> Delta[SindFinding]:
+        """Withdraw rows of the private table, add new ones; return the findings raised and cleared."""
         before = self.result(state) if state.rows is not None else []
-        new = table_rows.select([*self.public, *self.sensitive])
-        state.rows = new if state.rows is None else pl.concat([state.rows, new])
-        duplicates = state.rows.select(self.public).is_duplicated()
+        rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
+        if rows is None:
+            return diff(before, [])
+        # Checked before the state changes: a refused batch leaves it as it was.
+        duplicates = rows.select(self.public).is_duplicated()
         if duplicates.any():
             row = int(duplicates.arg_max() or 0)
             raise TopologyError(
@@ -133,6 +157,7 @@ class SindCheck:
                 f"row {row + 1} repeats another row's public values",
                 file=self.table_source,
             )
+        state.rows = rows
         return diff(before, self.result(state))
 
     def _signature(self, rows: pl.DataFrame, view: ViewDefinition, sensitive: str, domain: Sequence[Any]) -> pl.Expr:

@@ -154,7 +154,10 @@ class KAnonymity:
         method = self.method
         reads_table = isinstance(method, RecomputedCheck) and method.needs_table
         return CheckProperties(
-            needs_table=reads_table, exact=not reads_table, incremental=isinstance(method, AssociationCoverCheck)
+            needs_table=reads_table,
+            exact=not reads_table,
+            incremental=isinstance(method, AssociationCoverCheck),
+            retractions=True,
         )
 
     def initialize(self) -> KAnonymityState:
@@ -166,10 +169,21 @@ class KAnonymity:
         if isinstance(method, AssociationCoverCheck):
             assert isinstance(state, AssociationCoverState)
             callback = progress(self.name, len(batch.views)) if progress is not None else None
-            method.add(state, batch.views, callback)
+            method.add(state, batch.views, callback, batch.retracted)
             return
         assert isinstance(state, RowsState)
-        method.add(state, batch.views, batch.table)
+        method.add(state, batch.views, batch.table, batch.retracted, batch.retracted_table)
+
+    def validate(self, state: KAnonymityState, batch: Batch) -> str | None:
+        """A withdrawn row that is not published (the rows are the state's own)."""
+        if isinstance(state, AssociationCoverState):
+            attributes = {view.name: view.attributes for view in self.topology.views}
+            for name, frame in batch.retracted.items():
+                problem = state.seen.check_retract(name, frame, attributes[name])
+                if problem is not None:
+                    return problem
+            return None
+        return RecomputedCheck.check_retract(state, batch.retracted, batch.retracted_table)
 
     def update(
         self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None = None
@@ -204,7 +218,8 @@ class KAnonymity:
             narrower = k_anonymity_check(restricted(topology, subset, {(e, s) for e, s, _, _ in wanted}), self.k)
             if not isinstance(narrower, AssociationCoverCheck):
                 return set()  # not the same method on fewer views (an FD became effective): not tried
-            seen = SeenRows({name: state.seen.rows[name] for name in subset}, state.seen.dictionaries)
+            present = {name: state.seen.present(name) for name in subset}
+            seen = SeenRows({name: rows for name, rows in present.items() if rows is not None}, state.seen.dictionaries)
             return set(narrower.minimal_cover_codes(narrower.recompute(seen)))
 
         def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
@@ -264,4 +279,6 @@ class KAnonymity:
 
 
 def _has_rows(state: KAnonymityState) -> bool:
-    return bool(state.seen.rows) if isinstance(state, AssociationCoverState) else bool(state.views)
+    if isinstance(state, AssociationCoverState):
+        return any(state.seen.height(name) for name in state.seen.rows)
+    return bool(state.views)

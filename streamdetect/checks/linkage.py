@@ -31,7 +31,6 @@ from streamdetect.checks.certainty import IdentifierFacts, SelectionProof
 from streamdetect.checks.findings import Delta, LinkageFinding, diff
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
-from streamdetect.errors import UnsupportedCase
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
@@ -92,8 +91,8 @@ class LinkageState:
     sets as (identifier code, sensitive code) pairs.
     """
 
-    VERSION = 3
-    seen: SeenRows = field(default_factory=SeenRows)
+    VERSION = 4
+    seen: SeenRows = field(default_factory=lambda: SeenRows(record=True))
     linked: dict[TaskKey, pl.DataFrame] = field(default_factory=dict)
     #: The open findings by subject: a cache of :meth:`LinkageCheck.result`, so that an update diffs only
     #: the identifier values it touched. Not serialized (rebuilt on the first update after a restore).
@@ -102,20 +101,38 @@ class LinkageState:
     journal: dict[TaskKey, list[pl.DataFrame]] = field(default_factory=dict, compare=False)
     #: What :meth:`take_changes` has handed out: rows per view, values per dictionary, pairs per task.
     marks: dict[str, int] = field(default_factory=dict, compare=False)
+    #: Tasks whose linked sets a withdrawal rewrote since the last :meth:`take_changes`.
+    reset: set[TaskKey] = field(default_factory=set, compare=False)
 
     def take_changes(self) -> dict[str, bytes]:
         """The state's growth since the last call, as keyed, append-only pieces (Arrow IPC bytes).
 
         A key names what grew and from which position (``rows/<view>/<from>``, ``values/<attribute>/<from>``,
-        ``linked/<task>/<from>``), so pieces are never overwritten: a Faust changelog or a checkpoint
-        writes per batch what the batch added, not the whole state. :meth:`apply_changes` replays them.
-        O(size of the pieces).
+        ``occurrences/<view>/<from>`` for count changes, ``linked/<task>/<from>``), so pieces are never
+        overwritten: a Faust changelog or a checkpoint writes per batch what the batch added, not the whole
+        state. A withdrawal rewrites some linked sets: such a task's set is written whole, once per batch, as
+        ``reset/<task>/<from>`` (its position in the task's sequence of writes). :meth:`apply_changes` replays
+        them in order. O(size of the pieces).
         """
         pieces: dict[str, bytes] = {}
         for attribute, values in self.seen.dictionaries.items():
             self._piece(pieces, f"values/{attribute}", values.to_frame())
         for view, rows in self.seen.rows.items():
             self._piece(pieces, f"rows/{view}", rows)
+            events = self.seen.take_events(view)
+            if events is not None:
+                name = f"occurrences/{view}"
+                start = self.marks.get(name, 0)
+                pieces[f"{name}/{start:012d}"] = _ipc(events)
+                self.marks[name] = start + events.height
+        for key in self.reset:
+            task = json.dumps([list(key[0]), key[1], key[2]])
+            generation = self.marks.get(f"reset/{task}", 0)
+            pieces[f"reset/{task}/{generation:012d}"] = _ipc(self.linked[key])
+            self.marks[f"reset/{task}"] = generation + 1
+            self.marks[f"linked/{task}"] = self.linked[key].height
+            self.journal.pop(key, None)
+        self.reset.clear()
         for key, frames in self.journal.items():
             name = f"linked/{json.dumps([list(key[0]), key[1], key[2]])}"
             start = self.marks.get(name, 0)
@@ -136,7 +153,7 @@ class LinkageState:
 
         Raises ``ValueError`` on a piece that does not continue what this state holds (a gap).
         """
-        kinds = {"values": 0, "rows": 1, "linked": 2}
+        kinds = {"values": 0, "rows": 1, "occurrences": 2, "reset": 3, "linked": 4}
         ordered = sorted(pieces.items(), key=lambda item: (kinds[item[0].split("/", 1)[0]], item[0]))
         for key, data in ordered:
             kind, rest = key.split("/", 1)
@@ -149,9 +166,20 @@ class LinkageState:
                 values = frame.to_series()
                 self.seen.dictionaries[name] = values if current is None else pl.concat([current, values])
             elif kind == "rows":
-                rows = self.seen.rows.get(name)
-                _continues(key, 0 if rows is None else rows.height, int(start))
-                self.seen.rows[name] = frame if rows is None else pl.concat([rows, frame])
+                _continues(key, self.seen.rows[name].height if name in self.seen.rows else 0, int(start))
+                self.seen.append_rows(name, frame)
+            elif kind == "occurrences":
+                _continues(key, self.seen.logged.get(name, 0), int(start))
+                self.seen.apply_events(name, frame)
+                self.marks[f"occurrences/{name}"] = self.seen.logged[name]
+                continue
+            elif kind == "reset":
+                views, identifier, sensitive = json.loads(name)
+                _continues(key, self.marks.get(f"reset/{name}", 0), int(start))
+                self.linked[(tuple(views), identifier, sensitive)] = frame
+                self.marks[f"reset/{name}"] = int(start) + 1
+                self.marks[f"linked/{name}"] = frame.height
+                continue
             else:
                 views, identifier, sensitive = json.loads(name)
                 task = (tuple(views), identifier, sensitive)
@@ -167,6 +195,7 @@ class LinkageState:
             "version": self.VERSION,
             "seen": self.seen.to_document(),
             "linked": [[list(key[0]), key[1], key[2], frame_to_text(frame)] for key, frame in self.linked.items()],
+            "resets": {key: value for key, value in self.marks.items() if key.startswith("reset/")},
         }
         return json.dumps(document).encode()
 
@@ -175,12 +204,14 @@ class LinkageState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "linkage")
         state = cls(
-            seen=SeenRows.from_document(document["seen"]),
+            seen=SeenRows.from_document(document["seen"], record=True),
             linked={(tuple(views), e, s): frame_from_text(text) for views, e, s, text in document["linked"]},
         )
         # A restored state has written everything it holds: pieces resume from here.
         state.marks = {f"values/{a}": values.len() for a, values in state.seen.dictionaries.items()}
         state.marks |= {f"rows/{view}": rows.height for view, rows in state.seen.rows.items()}
+        state.marks |= {f"occurrences/{view}": count for view, count in state.seen.logged.items()}
+        state.marks |= document["resets"]
         state.marks |= {
             f"linked/{json.dumps([list(key[0]), key[1], key[2]])}": frame.height for key, frame in state.linked.items()
         }
@@ -270,24 +301,32 @@ class LinkageCheck:
         state: LinkageState,
         batch: Mapping[str, pl.DataFrame],
         progress: Progress | None = None,
+        retracted: Mapping[str, pl.DataFrame] | None = None,
     ) -> Delta[LinkageFinding]:
-        """Add new rows of one or more views; return the findings raised and cleared.
+        """Withdraw ``retracted`` rows, then add new rows of one or more views; return the findings raised
+        and cleared.
 
-        Exact. Work per view: for each task whose channel holds the view, one capped join of the new
-        rows with the current rows of the other views, O(sum of sizes * k) plus cycle bags.
+        Exact. Additions: for each task whose channel holds the view, one capped join of the new rows with
+        the current rows of the other views, O(sum of sizes * k) plus cycle bags. Withdrawals
+        (:meth:`_withdraw`): the identifier values the withdrawn rows reach are found by the same join,
+        and their capped sets recomputed from the rows still present, for those values only.
         """
         if state.open is None:
             state.open = {finding.subject: finding for finding in self.result(state)} if state.linked else {}
         attributes = {view.name: list(view.attributes) for view in self.views}
         pending = [(name, frame) for name, frame in batch.items()]
-        unknown = [name for name, _ in pending if name not in attributes]
+        withdrawn = [(name, frame) for name, frame in (retracted or {}).items() if frame.height]
+        unknown = [name for name, _ in [*pending, *withdrawn] if name not in attributes]
         if unknown:
             raise KeyError(f"unknown view {unknown[0]!r}")
         total = sum(1 for name, _ in pending for task in self.tasks if name in task.channel.views)
         done = 0
-        # Identifier codes whose findings may change: those a delta linked to new values, and those with
-        # new rows in a view holding them (the facts that prove certainty). Nothing else can change.
+        # Identifier codes whose findings may change: those a delta linked to new values, those with
+        # new rows in a view holding them (the facts that prove certainty), and those a withdrawal reached.
+        # Nothing else can change.
         touched: dict[str, list[pl.Series]] = {}
+        if withdrawn:
+            self._withdraw(state, withdrawn, attributes, touched)
         for name, frame in pending:
             new, _ = state.seen.add(name, frame, attributes[name])
             for identifier in self.identifiers:
@@ -307,6 +346,60 @@ class LinkageCheck:
                     progress(done, total)
         codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
         return self._diff_touched(state, state.open, codes)
+
+    def _withdraw(
+        self,
+        state: LinkageState,
+        withdrawn: list[tuple[str, pl.DataFrame]],
+        attributes: Mapping[str, list[str]],
+        touched: dict[str, list[pl.Series]],
+    ) -> None:
+        """Withdraw rows; recompute, exactly, the capped sets of the identifier values they reach.
+
+        A row that is no longer present (its last occurrence withdrawn) can only take values out of the
+        sets of the identifier values its join rows hold: those are found by joining it with the rows
+        present (before the other views' withdrawals of this batch, a superset). Each reached value's set
+        is then recomputed from the rows present, with the views holding the identifier restricted to the
+        reached values first, so the work follows what the withdrawal reaches, not the state.
+        """
+        reached: dict[TaskKey, list[pl.Series]] = {}
+        for name, frame in withdrawn:
+            gone, _ = state.seen.retract(name, frame, attributes[name])
+            if not gone.height:
+                continue  # every withdrawn row still occurs: nothing changes
+            for identifier in self.identifiers:
+                if identifier in gone.columns:
+                    touched.setdefault(identifier, []).append(gone.get_column(identifier))
+            cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+            shared = SharedWork()
+            for task in self.tasks:
+                if name not in task.channel.views or task.key not in state.linked:
+                    continue
+                relations = self._relations(state, task, name, gone, cache)
+                if relations is None:
+                    continue
+                values = linked_values(relations, task.identifier, task.sensitive, 1, shared)
+                if values.height:
+                    reached.setdefault(task.key, []).append(values.get_column(task.identifier))
+        by_key = {task.key: task for task in self.tasks}
+        for key, parts in reached.items():
+            task = by_key[key]
+            codes = pl.concat(parts).unique()
+            touched.setdefault(task.identifier, []).append(codes)
+            relations = {}
+            for view, keep in self._needed(task).items():
+                rows = state.seen.present(view)
+                assert rows is not None  # the task has linked sets: every view of its channel published
+                relation = rows.select(keep).drop_nulls()
+                if task.identifier in keep:
+                    relation = relation.filter(pl.col(task.identifier).is_in(codes.implode()))
+                relations[view] = relation.unique()
+            linked = state.linked[key]
+            kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
+            again = linked_values(relations, task.identifier, task.sensitive, self.k)
+            state.linked[key] = pl.concat([kept, again.select(kept.columns)]).rechunk()
+            state.reset.add(key)
+            state.journal.pop(key, None)
 
     def _diff_touched(
         self,
@@ -332,6 +425,27 @@ class LinkageCheck:
             open_findings[finding.subject] = finding
         return delta
 
+    def _relations(
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        changed: str,
+        delta: pl.DataFrame,
+        cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
+    ) -> dict[str, pl.DataFrame] | None:
+        """The channel's relations for a delta join: ``delta`` for ``changed``, the rows present for the
+        others, each projected on what the task needs (None when one is empty: the join is)."""
+        relations: dict[str, pl.DataFrame] = {}
+        for view, keep in self._needed(task).items():
+            source = delta if view == changed else state.seen.present(view)
+            if source is None or source.is_empty():
+                return None
+            cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
+            if cache_key not in cache:
+                cache[cache_key] = source.select(keep).drop_nulls().unique()
+            relations[view] = cache[cache_key]
+        return relations
+
     def _apply(
         self,
         state: LinkageState,
@@ -344,15 +458,9 @@ class LinkageCheck:
     ) -> pl.DataFrame | None:
         """Fold the joins of ``changed``'s new rows into the task's capped sets; the identifier codes whose
         capped set grew (None when nothing joined)."""
-        relations: dict[str, pl.DataFrame] = {}
-        for view, keep in self._needed(task).items():
-            source = new_rows if view == changed else state.seen.rows.get(view)
-            if source is None or source.is_empty():
-                return None
-            cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
-            if cache_key not in cache:
-                cache[cache_key] = source.select(keep).drop_nulls().unique()
-            relations[view] = cache[cache_key]
+        relations = self._relations(state, task, changed, new_rows, cache)
+        if relations is None:
+            return None
         found = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
         if found.is_empty():
             return None
@@ -424,7 +532,7 @@ class LinkageCheck:
         for view in self._proof.holders(identifier):
             if view.name in without:
                 continue
-            rows = state.seen.rows.get(view.name)
+            rows = state.seen.present(view.name)
             if rows is None:
                 continue
             hits = rows.filter(pl.col(identifier).is_in(codes.implode()))
@@ -553,7 +661,7 @@ class Linkage:
 
     check: LinkageCheck
     name = "linkage"
-    properties = CheckProperties(needs_table=False, exact=True, incremental=True, partition="task")
+    properties = CheckProperties(needs_table=False, exact=True, incremental=True, retractions=True, partition="task")
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> Linkage:
@@ -569,17 +677,24 @@ class Linkage:
         """No rows seen."""
         return self.check.initialize()
 
+    def validate(self, state: LinkageState, batch: Batch) -> str | None:
+        """A withdrawn row that is not published."""
+        attributes = {view.name: view.attributes for view in self.check.views}
+        for name, frame in batch.retracted.items():
+            problem = state.seen.check_retract(name, frame, attributes[name])
+            if problem is not None:
+                return problem
+        return None
+
     def update(
         self, state: LinkageState, batch: Batch, progress: ProgressFactory | None = None
     ) -> Delta[LinkageFinding]:
-        """Add the batch's view rows (arrivals only in this version)."""
-        if batch.retracts:
-            raise UnsupportedCase("the linkage check does not take retracted rows yet")
+        """Withdraw the batch's retracted view rows, then add its new ones."""
         callback = None
         if progress is not None:
             tasks = self.check.tasks
             callback = progress(self.name, sum(1 for view in batch.views for t in tasks if view in t.channel.views))
-        return self.check.update(state, batch.views, callback)
+        return self.check.update(state, batch.views, callback, batch.retracted)
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state in."""

@@ -27,18 +27,23 @@ ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
 class Batch:
     """One micro-batch: new rows per view, and new rows of the private table for publisher-side checks.
 
-    ``retracted`` holds rows withdrawn per view (a corrected release, a consent withdrawal); checks whose
-    properties do not say ``retractions`` refuse a batch that has any.
+    ``retracted`` holds rows withdrawn per view (a corrected release, a consent withdrawal) and
+    ``retracted_table`` rows withdrawn from the private table. Views and the table are bags: each withdrawn
+    row takes back one occurrence. Withdrawals apply before the batch's new rows (a correction withdraws the
+    old rows and publishes the new ones). Checks whose properties do not say ``retractions`` refuse a batch
+    that has any.
     """
 
     views: Mapping[str, pl.DataFrame] = field(default_factory=dict)
     table: pl.DataFrame | None = None
     retracted: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    retracted_table: pl.DataFrame | None = None
 
     @property
     def retracts(self) -> bool:
         """Whether the batch withdraws any row."""
-        return any(frame.height for frame in self.retracted.values())
+        table = self.retracted_table is not None and self.retracted_table.height > 0
+        return table or any(frame.height for frame in self.retracted.values())
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,11 @@ class Check(Protocol, Generic[S, F]):
 
     def initialize(self) -> S:
         """An empty state: nothing seen."""
+        ...
+
+    def validate(self, state: S, batch: Batch) -> str | None:
+        """What is wrong with the batch for this state (a withdrawn row that is not published), or None.
+        Changes nothing: the Detector asks every check before any update, so a batch is all or nothing."""
         ...
 
     def update(self, state: S, batch: Batch, progress: ProgressFactory | None = None) -> Delta[F]:

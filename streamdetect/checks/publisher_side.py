@@ -15,7 +15,6 @@ from streamdetect.checks.findings import Delta, SindFinding
 from streamdetect.checks.indistinguishability import SindCheck, SindState
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
-from streamdetect.errors import UnsupportedCase
 from streamdetect.model.topology import Topology
 
 
@@ -52,24 +51,32 @@ class PublisherSide:
         """SIND is exact unless a selection mentions a private attribute; RSIND is a heuristic."""
         check = self.check
         exact = isinstance(check, SindCheck) and all(check.exact_for(p) for p in check.sensitive)
-        return CheckProperties(needs_table=True, exact=exact, incremental=False)
+        return CheckProperties(needs_table=True, exact=exact, incremental=False, retractions=True)
+
+    def validate(self, state: SindState, batch: Batch) -> str | None:
+        """A withdrawn table row that is not kept (withdrawn view rows do not matter here)."""
+        try:
+            state.without(batch.retracted_table, [*self.check.public, *self.check.sensitive])
+        except ValueError as exc:
+            return str(exc)
+        return None
 
     def initialize(self) -> SindState:
         """No rows seen."""
         return SindState()
 
     def update(self, state: SindState, batch: Batch, progress: ProgressFactory | None = None) -> Delta[SindFinding]:
-        """Add the batch's table rows; views' rows are ignored (the views are computed from the table)."""
+        """Withdraw and add the batch's table rows; views' rows are ignored (the views are computed from the
+        table)."""
         del progress
-        if batch.retracts:
-            raise UnsupportedCase(f"the {self.name} check does not take retracted rows yet")
-        if batch.table is None or batch.table.is_empty():
+        withdrawn = batch.retracted_table
+        if (batch.table is None or batch.table.is_empty()) and (withdrawn is None or withdrawn.is_empty()):
             return Delta((), ())
-        delta = self.check.update(state, batch.table)
+        delta = self.check.update(state, batch.table, withdrawn)
         return Delta(tuple(delta.raised), tuple(delta.cleared))
 
     def merge(self, state: SindState, other: SindState) -> Delta[SindFinding]:
-        """Fold another partition's table rows in."""
+        """Fold another partition's table rows in (the union of the two bags)."""
         if other.rows is None:
             return Delta((), ())
         return self.update(state, Batch(table=other.rows))

@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 import polars as pl
 
 from streamdetect.checks.findings import Delta, _Identified, diff
-from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, versioned_document
+from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
 
 F = TypeVar("F", bound=_Identified)
 Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
@@ -69,16 +69,42 @@ class RecomputedCheck(Generic[F]):
         return RowsState()
 
     def update(
-        self, state: RowsState, batch: Mapping[str, pl.DataFrame], table_rows: pl.DataFrame | None = None
+        self,
+        state: RowsState,
+        batch: Mapping[str, pl.DataFrame],
+        table_rows: pl.DataFrame | None = None,
+        retracted: Mapping[str, pl.DataFrame] | None = None,
+        retracted_table: pl.DataFrame | None = None,
     ) -> Delta[F]:
-        """Add rows (of views, and of the table); recompute; return what was raised and cleared."""
+        """Withdraw rows, add rows (of views, and of the table); recompute; return what was raised and
+        cleared."""
         before = self.result(state) if state.views else []
-        self.add(state, batch, table_rows)
+        self.add(state, batch, table_rows, retracted, retracted_table)
         return diff(before, self.result(state))
 
     @staticmethod
-    def add(state: RowsState, batch: Mapping[str, pl.DataFrame], table_rows: pl.DataFrame | None = None) -> None:
-        """Keep the rows (of views, and of the table); nothing is recomputed. O(rows kept)."""
+    def check_retract(
+        state: RowsState, retracted: Mapping[str, pl.DataFrame], retracted_table: pl.DataFrame | None
+    ) -> str | None:
+        """What is wrong with withdrawing these rows (one not kept), or None. Changes nothing. O(rows kept)."""
+        try:
+            _withdrawn(state, retracted, retracted_table)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    @staticmethod
+    def add(
+        state: RowsState,
+        batch: Mapping[str, pl.DataFrame],
+        table_rows: pl.DataFrame | None = None,
+        retracted: Mapping[str, pl.DataFrame] | None = None,
+        retracted_table: pl.DataFrame | None = None,
+    ) -> None:
+        """Withdraw rows (one occurrence each, raising ``ValueError`` before any change on a row not kept),
+        then keep the new rows (of views, and of the table); nothing is recomputed. O(rows kept)."""
+        views, table = _withdrawn(state, retracted or {}, retracted_table)
+        state.views, state.table = views, table
         for name, frame in batch.items():
             old = state.views.get(name)
             state.views[name] = frame if old is None else pl.concat([old, frame])
@@ -87,10 +113,31 @@ class RecomputedCheck(Generic[F]):
 
     def result(self, state: RowsState) -> list[F]:
         """The findings for every row seen (none until every view has rows)."""
-        if any(name not in state.views for name in self.views) or (self.needs_table and state.table is None):
+        if any(name not in state.views or state.views[name].is_empty() for name in self.views):
+            return []  # every row of a view withdrawn: as if it had published none
+        if self.needs_table and (state.table is None or state.table.is_empty()):
             return []
         return self.compute({name: frame.unique() for name, frame in state.views.items()}, state.table)
 
     def merge(self, state: RowsState, other: RowsState) -> Delta[F]:
         """Fold another partition's rows in."""
         return self.update(state, other.views, other.table)
+
+
+def _withdrawn(
+    state: RowsState, retracted: Mapping[str, pl.DataFrame], retracted_table: pl.DataFrame | None
+) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
+    """The state's views and table with the withdrawn rows taken out (bags); the state is unchanged."""
+    views = dict(state.views)
+    for name, frame in retracted.items():
+        if frame.height:
+            kept = views.get(name)
+            if kept is None:
+                raise ValueError(f"withdraws {frame.height} row(s) of view {name!r}, which has published none")
+            views[name] = remove_occurrences(kept, frame.select(kept.columns), f"view {name!r}")
+    table = state.table
+    if retracted_table is not None and retracted_table.height:
+        if table is None:
+            raise ValueError(f"withdraws {retracted_table.height} row(s) of the table, which has none")
+        table = remove_occurrences(table, retracted_table.select(table.columns), "the table")
+    return views, table

@@ -54,12 +54,13 @@ class RsindCheck:
         """No rows seen (the same state as the SIND check: the table's rows)."""
         return SindState()
 
-    def update(self, state: SindState, table_rows: pl.DataFrame) -> Delta[RsindFinding]:
-        """Add new rows of the private table; recompute the partition (not maintainable incrementally:
-        a new row can change the best clique partition anywhere)."""
+    def update(
+        self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None = None
+    ) -> Delta[RsindFinding]:
+        """Withdraw rows of the private table, add new ones; recompute the partition (not maintainable
+        incrementally: a row can change the best clique partition anywhere)."""
         before = self.result(state) if state.rows is not None else []
-        new = table_rows.select([*self.public, *self.sensitive])
-        state.rows = new if state.rows is None else pl.concat([state.rows, new])
+        state.rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
         return diff(before, self.result(state))
 
     def _images(self, rows: pl.DataFrame, sensitive: str, values: Sequence[Any]) -> pl.DataFrame:

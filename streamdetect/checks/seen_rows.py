@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.relational.dictionary import Dictionaries, decode_frame, encode
+from streamdetect.relational.dictionary import Dictionaries, decode_frame, encode, lookup
 
 
 def frame_to_text(frame: pl.DataFrame) -> str:
@@ -32,30 +32,181 @@ def frame_from_text(text: str) -> pl.DataFrame:
 
 @dataclass
 class SeenRows:
-    """Distinct encoded rows per view, and the dictionaries behind the codes."""
+    """The rows published per view as a bag: distinct encoded rows (append-only, a row's position is its
+    stable id) with their occurrence counts, and the dictionaries behind the codes.
+
+    A row is *present* while its count is positive. Views are bags (two people with the same projected
+    values publish the row twice), so withdrawing one occurrence leaves the row present. With ``record``,
+    every change of a count is also logged as an (position, change) event, so that a changelog can carry
+    the counts as append-only pieces (:meth:`take_events`).
+    """
 
     rows: dict[str, pl.DataFrame] = field(default_factory=dict)
     dictionaries: Dictionaries = field(default_factory=dict)
+    #: Occurrences per position of ``rows`` (Int64); a missing view's rows each occur once.
+    counts: dict[str, pl.Series] = field(default_factory=dict)
+    record: bool = False
+    #: Count events not yet taken, per view, and how many were ever logged (positions of the log).
+    events: dict[str, list[pl.DataFrame]] = field(default_factory=dict, compare=False)
+    logged: dict[str, int] = field(default_factory=dict, compare=False)
+    #: Positions whose count is zero, per view (none: every stored row is present).
+    _absent: dict[str, int] = field(default_factory=dict, compare=False)
 
-    def add(self, view: str, frame: pl.DataFrame, attributes: Sequence[str]) -> tuple[pl.DataFrame, int]:
-        """Record new rows of ``view``; return the rows not seen before (encoded) and their first position."""
-        new = encode(self.dictionaries, frame.select(attributes)).unique(maintain_order=True)
+    def _counts(self, view: str) -> pl.Series:
+        counts = self.counts.get(view)
+        if counts is None:
+            counts = pl.Series("\0n", [1] * self.rows[view].height, dtype=pl.Int64)
+            self.counts[view] = counts
+        return counts
+
+    def _log(self, view: str, positions: pl.Series, change: pl.Series) -> None:
+        if self.record and positions.len():
+            event = pl.DataFrame({"position": positions.cast(pl.UInt32), "change": change.cast(pl.Int64)})
+            self.events.setdefault(view, []).append(event)
+            self.logged[view] = self.logged.get(view, 0) + event.height
+
+    def add(self, view: str, frame: pl.DataFrame, attributes: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
+        """Record rows of ``view`` (each occurrence counts); return the rows that became present (encoded:
+        never seen, or withdrawn before) and their positions. O(batch + view) (one hash join)."""
+        columns = list(attributes)
+        grouped = encode(self.dictionaries, frame.select(columns)).group_by(columns, maintain_order=True).len("\0n")
+        old = self.rows.get(view)
+        start = 0 if old is None else old.height
+        if old is None:
+            matched = grouped.with_columns(pl.lit(None, dtype=pl.UInt32).alias("\0pos"))
+        else:
+            indexed = old.with_row_index("\0pos")
+            matched = grouped.join(indexed, on=columns, how="left", nulls_equal=True, maintain_order="left")
+        fresh = matched.filter(pl.col("\0pos").is_null())
+        known = matched.filter(pl.col("\0pos").is_not_null())
+        fresh_positions = pl.int_range(start, start + fresh.height, dtype=pl.UInt32, eager=True)
+        counts = self._counts(view) if old is not None else pl.Series("\0n", [], dtype=pl.Int64)
+        revived = pl.Series("\0pos", [], dtype=pl.UInt32)
+        if known.height:
+            positions = known.get_column("\0pos")
+            before = counts.gather(positions)
+            revived = positions.filter(before == 0)
+            counts = counts.scatter(positions, before + known.get_column("\0n").cast(pl.Int64))
+            if revived.len():
+                self._absent[view] = self._absent.get(view, 0) - revived.len()
+        new_rows = fresh.select(columns)
+        self.rows[view] = new_rows if old is None else pl.concat([old, new_rows])
+        self.counts[view] = pl.concat([counts, fresh.get_column("\0n").cast(pl.Int64)])
+        self._log(view, known.get_column("\0pos"), known.get_column("\0n"))
+        self._log(view, fresh_positions, fresh.get_column("\0n"))
+        if not revived.len():
+            return new_rows, fresh_positions
+        back = self.rows[view].gather(revived)
+        return pl.concat([back, new_rows]), pl.concat([revived, fresh_positions])
+
+    def _locate(self, view: str, frame: pl.DataFrame, attributes: Sequence[str]) -> tuple[pl.DataFrame, str | None]:
+        """The retracted rows grouped, with their positions and occurrences, or what is wrong with them."""
+        columns = list(attributes)
         old = self.rows.get(view)
         if old is None:
-            self.rows[view] = new
-            return new, 0
-        new = new.join(old, on=list(attributes), how="anti", nulls_equal=True, maintain_order="left")
-        self.rows[view] = pl.concat([old, new])
-        return new, old.height
+            return pl.DataFrame(), f"withdraws {frame.height} row(s) of view {view!r}, which has published none"
+        coded = lookup(self.dictionaries, frame.select(columns))
+        unknown = pl.Series([False] * frame.height)
+        for column in columns:
+            unknown = unknown | (coded.get_column(column).is_null() & frame.get_column(column).is_not_null())
+        if unknown.any():
+            row = int(unknown.arg_max() or 0)
+            return (
+                pl.DataFrame(),
+                f"withdraws a row of view {view!r} that was never published (retracted row {row + 1})",
+            )
+        grouped = (
+            coded.with_row_index("\0first")
+            .group_by(columns, maintain_order=True)
+            .agg(pl.len().alias("\0n"), pl.col("\0first").first())
+        )
+        matched = grouped.join(old.with_row_index("\0pos"), on=columns, how="left", nulls_equal=True)
+        matched = matched.with_columns(
+            self._counts(view).gather(matched.get_column("\0pos").fill_null(0)).alias("\0had")
+        )
+        short = matched.filter(pl.col("\0pos").is_null() | (pl.col("\0had") < pl.col("\0n")))
+        if short.height:
+            row = int(short.select(pl.col("\0first").min()).item())
+            return pl.DataFrame(), (
+                f"withdraws a row of view {view!r} more often than it is published (retracted row {row + 1})"
+            )
+        return matched, None
+
+    def check_retract(self, view: str, frame: pl.DataFrame, attributes: Sequence[str]) -> str | None:
+        """What is wrong with withdrawing ``frame``'s rows of ``view`` (rows not published, or withdrawn more
+        often than published), or None. Changes nothing; values are not quoted (they may be identifiers)."""
+        if frame.is_empty():
+            return None
+        return self._locate(view, frame, attributes)[1]
+
+    def retract(self, view: str, frame: pl.DataFrame, attributes: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
+        """Withdraw one occurrence per row of ``frame``; return the rows no longer present (encoded) and their
+        positions. Raises ``ValueError`` (changing nothing) when :meth:`check_retract` finds a fault."""
+        if frame.is_empty():
+            return pl.DataFrame(schema=dict.fromkeys(attributes, pl.UInt32)), pl.Series("\0pos", [], dtype=pl.UInt32)
+        matched, problem = self._locate(view, frame, attributes)
+        if problem is not None:
+            raise ValueError(problem)
+        positions = matched.get_column("\0pos")
+        after = matched.get_column("\0had") - matched.get_column("\0n")
+        self.counts[view] = self._counts(view).scatter(positions, after)
+        gone = positions.filter(after == 0)
+        self._absent[view] = self._absent.get(view, 0) + gone.len()
+        self._log(view, positions, -matched.get_column("\0n").cast(pl.Int64))
+        return self.rows[view].gather(gone), gone
+
+    def apply_events(self, view: str, events: pl.DataFrame) -> None:
+        """Apply logged count events (of another state's :meth:`take_events`) to rows already appended."""
+        counts = self._counts(view)
+        summed = events.group_by("position").agg(pl.col("change").sum())
+        positions = summed.get_column("position")
+        counts = counts.scatter(positions, counts.gather(positions) + summed.get_column("change"))
+        self.counts[view] = counts
+        self._absent[view] = int((counts == 0).sum())
+        self.logged[view] = self.logged.get(view, 0) + events.height
+
+    def append_rows(self, view: str, frame: pl.DataFrame) -> None:
+        """Append rows of another state's piece; they occur zero times until its count events arrive."""
+        old = self.rows.get(view)
+        counts = self._counts(view) if old is not None else pl.Series("\0n", [], dtype=pl.Int64)
+        self.rows[view] = frame if old is None else pl.concat([old, frame])
+        self.counts[view] = pl.concat([counts, pl.Series("\0n", [0] * frame.height, dtype=pl.Int64)])
+        self._absent[view] = self._absent.get(view, 0) + frame.height
+
+    def take_events(self, view: str) -> pl.DataFrame | None:
+        """The count events logged for ``view`` since the last call (None: none)."""
+        events = self.events.pop(view, None)
+        return pl.concat(events) if events else None
 
     def height(self, view: str) -> int:
-        """Distinct rows seen of ``view`` (0 before any)."""
+        """Distinct rows present of ``view`` (0 before any)."""
         rows = self.rows.get(view)
-        return 0 if rows is None else rows.height
+        if rows is None:
+            return 0
+        return rows.height - self._absent.get(view, 0)
+
+    def present(self, view: str) -> pl.DataFrame | None:
+        """The distinct rows of ``view`` present now (None before any). O(1) until a row was withdrawn."""
+        rows = self.rows.get(view)
+        if rows is None or not self._absent.get(view):
+            return rows
+        return rows.filter(self._counts(view) > 0)
+
+    def present_positions(self, view: str) -> pl.Series:
+        """The positions of :meth:`present`'s rows."""
+        rows = self.rows[view]
+        positions = pl.int_range(0, rows.height, dtype=pl.UInt32, eager=True)
+        return positions if not self._absent.get(view) else positions.filter(self._counts(view) > 0)
 
     def decoded(self) -> dict[str, pl.DataFrame]:
-        """Every view's rows as values, e.g. to replay them into another state."""
-        return {name: decode_frame(self.dictionaries, rows) for name, rows in self.rows.items()}
+        """Every view's present rows as values, each as often as it occurs (to replay them into another
+        state: a merge of partitions is the union of their bags)."""
+        replay = {}
+        for name, rows in self.rows.items():
+            counted = rows.with_columns(self._counts(name).alias("\0n")).filter(pl.col("\0n") > 0)
+            repeated = counted.with_columns(pl.int_ranges(pl.col("\0n")).alias("\0r")).explode("\0r")
+            replay[name] = decode_frame(self.dictionaries, repeated.drop("\0n", "\0r"))
+        return replay
 
     def to_document(self) -> dict[str, Any]:
         """JSON-ready form (frames as base64 Arrow IPC)."""
@@ -67,17 +218,48 @@ class SeenRows:
         )
         return {
             "rows": {name: frame_to_text(frame) for name, frame in self.rows.items()},
+            "counts": {name: frame_to_text(self._counts(name).to_frame()) for name in self.rows},
+            "logged": dict(self.logged),
             "dictionaries": frame_to_text(dictionaries),
         }
 
     @classmethod
-    def from_document(cls, document: Mapping[str, Any]) -> SeenRows:
+    def from_document(cls, document: Mapping[str, Any], record: bool = False) -> SeenRows:
         """Inverse of :meth:`to_document`."""
         dictionaries = frame_from_text(document["dictionaries"])
-        return cls(
+        counts = {name: frame_from_text(text).to_series() for name, text in document.get("counts", {}).items()}
+        seen = cls(
             rows={name: frame_from_text(text) for name, text in document["rows"].items()},
             dictionaries={name: dictionaries.get_column(name).explode().alias(name) for name in dictionaries.columns},
+            counts=counts,
+            record=record,
+            logged=dict(document.get("logged", {})),
         )
+        seen._absent = {name: int((series == 0).sum()) for name, series in counts.items()}
+        return seen
+
+
+def remove_occurrences(rows: pl.DataFrame, withdrawn: pl.DataFrame, what: str) -> pl.DataFrame:
+    """The bag ``rows`` minus the bag ``withdrawn`` (one occurrence per withdrawn row). Raises ``ValueError``
+    naming ``what`` when a row is withdrawn more often than it occurs. O(n) (hash joins)."""
+    columns = rows.columns
+    have = rows.group_by(columns).len("\0have")
+    drop = (
+        withdrawn.select(columns)
+        .with_row_index("\0first")
+        .group_by(columns)
+        .agg(pl.len().alias("\0drop"), pl.col("\0first").min())
+    )
+    matched = drop.join(have, on=columns, how="left", nulls_equal=True)
+    short = matched.filter(pl.col("\0have").is_null() | (pl.col("\0have") < pl.col("\0drop")))
+    if short.height:
+        row = int(short.select(pl.col("\0first").min()).item())
+        raise ValueError(f"withdraws a row of {what} more often than it is published (retracted row {row + 1})")
+    left = have.join(drop.drop("\0first"), on=columns, how="left", nulls_equal=True).with_columns(
+        (pl.col("\0have") - pl.col("\0drop").fill_null(0)).alias("\0n")
+    )
+    left = left.filter(pl.col("\0n") > 0).with_columns(pl.int_ranges(pl.col("\0n")).alias("\0r")).explode("\0r")
+    return left.select(columns)
 
 
 def versioned_document(data: bytes, version: int, kind: str) -> dict[str, Any]:

@@ -46,3 +46,18 @@ def decode(dictionaries: Dictionaries, attribute: str, codes: Sequence[int]) -> 
 def decode_frame(dictionaries: Dictionaries, frame: pl.DataFrame) -> pl.DataFrame:
     """The values behind a frame of codes (nulls stay null)."""
     return pl.DataFrame([dictionaries[name].gather(frame.get_column(name)).alias(name) for name in frame.columns])
+
+
+def lookup(dictionaries: Dictionaries, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` in codes without extending the dictionaries: a value never seen gets a null code (as a
+    null does; compare with the frame's own nulls to tell them apart). For rows to withdraw."""
+    columns = []
+    for name in frame.columns:
+        known = dictionaries.get(name)
+        if known is None or known.dtype != frame.schema[name]:
+            columns.append(pl.Series(name, [None] * frame.height, dtype=CODE))
+            continue
+        mapping = pl.DataFrame({name: known, "\0code": pl.arange(0, known.len(), dtype=CODE, eager=True)})
+        coded = frame.select(name).join(mapping, on=name, how="left", maintain_order="left").get_column("\0code")
+        columns.append(coded.alias(name))
+    return pl.DataFrame(columns, schema=dict.fromkeys(frame.columns, CODE))

@@ -12,7 +12,7 @@ from streamdetect.checks.protocol import Batch
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
 from streamdetect.engine import CHECKS
-from streamdetect.errors import StateError, TopologyError, UnsupportedCase
+from streamdetect.errors import StateError, TopologyError
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
 
@@ -32,14 +32,37 @@ def _loaded() -> tuple[Detector, dict[str, pl.DataFrame]]:
     [
         (lambda v: Batch(views={"v2": v["v2"], "v9": v["v1"]}), TopologyError, "unknown view 'v9'"),
         (lambda v: Batch(views={"v2": v["v2"].drop("Sex")}), TopologyError, "the view has"),
-        (lambda v: Batch(views={"v2": v["v2"]}, retracted={"v1": v["v1"].head(1)}), UnsupportedCase, "retracted"),
+        (
+            lambda v: Batch(views={"v2": v["v2"]}, retracted={"v2": v["v2"].head(1)}),
+            TopologyError,
+            "withdraws 1 row\\(s\\) of view 'v2', which has published none",
+        ),
+        (
+            lambda v: Batch(views={"v2": v["v2"]}, retracted={"v1": pl.concat([v["v1"].head(1)] * 2)}),
+            TopologyError,
+            "more often than it is published \\(retracted row 1\\)",
+        ),
+        (
+            lambda v: Batch(
+                views={"v2": v["v2"]}, retracted={"v1": v["v1"].head(1).with_columns(pl.lit("x").alias("Job"))}
+            ),
+            TopologyError,
+            "never published",
+        ),
         (
             lambda v: Batch(views={"v2": v["v2"].with_columns(pl.col("Job").cast(pl.Categorical))}),
             TopologyError,
             "column 'Job' of 'v2' is Categorical, but earlier rows of it are String",
         ),
     ],
-    ids=["unknown-view", "missing-column", "retraction-not-supported", "type-changed"],
+    ids=[
+        "unknown-view",
+        "missing-column",
+        "withdraw-unpublished-view",
+        "withdraw-twice",
+        "withdraw-unknown",
+        "type-changed",
+    ],
 )
 def test_a_failing_batch_changes_nothing(batch, error, message) -> None:  # type: ignore[no-untyped-def]
     detector, views = _loaded()
