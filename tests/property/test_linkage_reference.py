@@ -179,3 +179,53 @@ def test_keyed_pieces_replay_the_state(publication: dict[str, Any], rng: Any) ->
         if position == len(pieces) // 2:
             state = LinkageState.from_bytes(state.to_bytes())
     assert sorted(f.id for f in check.result(replica)) == sorted(f.id for f in run_linkage(check, frames))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications(), st.randoms(use_true_random=False))
+def test_random_withdrawals_equal_brute_force_of_the_rows_present(publication: dict[str, Any], rng: Any) -> None:
+    """Additions and withdrawals interleaved at random (views are bags: rows repeat, and a withdrawal takes
+    back one occurrence): after every batch the findings are the reference's over the rows present, the
+    raised/cleared stream replays to them, and a replica fed the keyed pieces agrees."""
+    check = _check(publication)
+    views = publication["views"]
+    pending = [(name, row) for name, rows in publication["rows"].items() for row in rows]
+    rng.shuffle(pending)
+    present: dict[str, list[dict[str, Any]]] = {name: [] for name in views}
+    state, replica = check.initialize(), check.initialize()
+    live: dict[str, Any] = {}
+    while pending or any(present.values()):
+        added: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(rng.randint(0, 3)):
+            if pending:
+                name, row = pending.pop()
+                added.setdefault(name, []).append(row)
+        withdrawn: dict[str, list[dict[str, Any]]] = {}
+        for name, rows in present.items():
+            for row in list(rows):
+                if rng.random() < (0.25 if pending else 0.6):
+                    rows.remove(row)
+                    withdrawn.setdefault(name, []).append(row)
+                    if rng.random() < 0.3:
+                        pending.append((name, row))  # published again later
+        for name, rows in added.items():
+            present[name].extend(rows)
+        delta = check.update(
+            state,
+            {name: _frame(views[name], rows) for name, rows in added.items()},
+            retracted={name: _frame(views[name], rows) for name, rows in withdrawn.items()},
+        )
+        for finding in delta.cleared:
+            live.pop(finding.id, None)
+        for finding in delta.raised:
+            live[finding.id] = finding
+        expected = linkage_reference(
+            views, present, list(publication["identifiers"]), list(publication["sensitive"]), publication["k"]
+        )
+        findings = check.result(state)
+        assert _as_tuples(findings) == expected
+        assert sorted(live) == sorted(f.id for f in findings)
+        replica.apply_changes(state.take_changes())
+        assert sorted(f.id for f in check.result(replica)) == sorted(live)
+        if rng.random() < 0.2:
+            state = LinkageState.from_bytes(state.to_bytes())
