@@ -1,13 +1,16 @@
 """``streamdetect bench incremental``: a stream of micro-batches through the Detector, timed per batch.
 
 Loads a prefix of every view in one batch, then feeds the rest as batches of ``batch_rows`` rows taken
-round-robin across the views, as a publication stream would. Per batch: the update's latency and the
-bytes a changelog would write (:meth:`Detector.changes`: append-only pieces for the linkage check, the
-whole state for recomputed checks). Findings at the end are the open ones, in the report's JSON form.
+round-robin across the views, as a publication stream would; with ``retract`` F, each batch also withdraws
+F x ``batch_rows`` rows of its view published earlier (chosen at random, seeded, each at most once). Per
+batch: the update's latency and the bytes a changelog would write (:meth:`Detector.changes`: append-only
+pieces for the linkage check, the whole state for recomputed checks). Findings at the end are the open
+ones, in the report's JSON form.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,20 +20,47 @@ import polars as pl
 
 from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
-from streamdetect.errors import UnsupportedCase
 from streamdetect.model.topology import Topology
+
+
+def _slices(views: Mapping[str, pl.DataFrame], start: int, batch_rows: int) -> list[tuple[str, int, int]]:
+    """(view, first row, rows) of every micro-batch from ``start``, round-robin across views."""
+    offsets = dict.fromkeys(views, start)
+    slices = []
+    while any(offsets[name] < frame.height for name, frame in views.items()):
+        for name, frame in views.items():
+            if offsets[name] < frame.height:
+                slices.append((name, offsets[name], min(batch_rows, frame.height - offsets[name])))
+                offsets[name] += batch_rows
+    return slices
 
 
 def micro_batches(views: Mapping[str, pl.DataFrame], start: int, batch_rows: int) -> list[Batch]:
     """Rows from position ``start`` of every view, ``batch_rows`` at a time, round-robin across views."""
-    queues = {name: frame.slice(start) for name, frame in views.items()}
-    offsets = dict.fromkeys(queues, 0)
-    batches: list[Batch] = []
-    while any(offsets[name] < frame.height for name, frame in queues.items()):
-        for name, frame in queues.items():
-            if offsets[name] < frame.height:
-                batches.append(Batch(views={name: frame.slice(offsets[name], batch_rows)}))
-                offsets[name] += batch_rows
+    return [
+        Batch(views={name: views[name].slice(first, rows)}) for name, first, rows in _slices(views, start, batch_rows)
+    ]
+
+
+def with_withdrawals(
+    views: Mapping[str, pl.DataFrame], start: int, batch_rows: int, fraction: float, seed: int = 0
+) -> list[Batch]:
+    """:func:`micro_batches`, each batch also withdrawing ``fraction`` of its row count of rows of its view
+    published before it (the prefix and earlier batches), chosen at random with ``seed``, none twice."""
+    rng = random.Random(seed)
+    published = {name: list(range(min(start, frame.height))) for name, frame in views.items()}
+    batches = []
+    for name, first, rows in _slices(views, start, batch_rows):
+        available = published[name]
+        chosen = []
+        for _ in range(min(len(available), round(fraction * rows))):
+            # Swap-remove: O(1) per drawn row.
+            i = rng.randrange(len(available))
+            available[i], available[-1] = available[-1], available[i]
+            chosen.append(available.pop())
+        retracted = {name: views[name][sorted(chosen)]} if chosen else {}
+        batches.append(Batch(views={name: views[name].slice(first, rows)}, retracted=retracted))
+        available.extend(range(first, first + rows))
     return batches
 
 
@@ -52,8 +82,6 @@ def run_incremental(
 ) -> dict[str, Any]:
     """Feed the stream; return the measurements (docs/benchmarks.md): latency p50/p99/max in ms, rows per
     second over the stream, state bytes at the end, bytes written per batch, and the open findings."""
-    if retract:
-        raise UnsupportedCase("bench incremental --retract: retractions are not implemented yet (issue 7)")
     detector = Detector(topology, checks, k=k)
     start = min(frame.height for frame in views.values()) if views else 0
     start = int(start * prefix)
@@ -61,16 +89,19 @@ def run_incremental(
     detector.update(Batch(views={name: frame.head(start) for name, frame in views.items()}))
     detector.changes()  # the prefix's pieces: written once, not counted per batch
     load_s = time.perf_counter() - loaded_at
-    batches = micro_batches(views, start, batch_rows)
+    batches = (
+        with_withdrawals(views, start, batch_rows, retract) if retract else micro_batches(views, start, batch_rows)
+    )
     latencies: list[float] = []
     written: list[int] = []
-    rows = 0
+    rows = withdrawn = 0
     for done, batch in enumerate(batches, start=1):
         began = time.perf_counter()
         detector.update(batch)
         latencies.append((time.perf_counter() - began) * 1000)
         written.append(sum(len(piece) for piece in detector.changes().values()))
         rows += sum(frame.height for frame in batch.views.values())
+        withdrawn += sum(frame.height for frame in batch.retracted.values())
         if progress is not None:
             progress(done, len(batches))
     total_s = sum(latencies) / 1000
@@ -81,7 +112,9 @@ def run_incremental(
         "batches": len(batches),
         "batch_rows": batch_rows,
         "rows": rows,
-        "rows_per_second": rows / total_s if total_s else None,
+        "withdrawn_rows": withdrawn,
+        # Every row the stream carried, published or withdrawn.
+        "rows_per_second": (rows + withdrawn) / total_s if total_s else None,
         "batch_ms": {
             "p50": statistics.median(latencies) if latencies else None,
             "p99": _percentile(latencies, 0.99) if latencies else None,

@@ -138,7 +138,12 @@ def run_command(
     type=click.FloatRange(0, 1),
     help="Fraction of each view loaded in one batch first.",
 )
-@click.option("--retract", default=0.0, type=click.FloatRange(0, 1), help="Fraction of earlier rows to retract.")
+@click.option(
+    "--retract",
+    default=0.0,
+    type=click.FloatRange(0, 1),
+    help="Each batch also withdraws this fraction of its row count, of rows of its view published earlier.",
+)
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Only this check (repeatable).")
 @click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -178,4 +183,5 @@ def incremental_command(
         f"p50 {latency['p50'] or 0:.1f} ms, p99 {latency['p99'] or 0:.1f} ms, max {latency['max'] or 0:.1f} ms; "
         f"state {outcome['state_bytes']:,} bytes, {outcome['bytes_per_batch'] or 0:,.0f} bytes written per batch; "
         f"{len(outcome['findings']):,} open findings"
+        + (f"; {outcome['withdrawn_rows']:,} rows withdrawn" if outcome["withdrawn_rows"] else "")
     )
