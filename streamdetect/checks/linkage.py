@@ -101,8 +101,9 @@ class LinkageState:
     journal: dict[TaskKey, list[pl.DataFrame]] = field(default_factory=dict, compare=False)
     #: What :meth:`take_changes` has handed out: rows per view, values per dictionary, pairs per task.
     marks: dict[str, int] = field(default_factory=dict, compare=False)
-    #: Tasks whose linked sets a withdrawal rewrote since the last :meth:`take_changes`.
-    reset: set[TaskKey] = field(default_factory=set, compare=False)
+    #: Per task, the identifier codes whose linked sets a withdrawal dropped since the last
+    #: :meth:`take_changes` (their recomputed pairs are in the journal).
+    unlinked: dict[TaskKey, list[pl.Series]] = field(default_factory=dict, compare=False)
 
     def take_changes(self) -> dict[str, bytes]:
         """The state's growth since the last call, as keyed, append-only pieces (Arrow IPC bytes).
@@ -110,9 +111,10 @@ class LinkageState:
         A key names what grew and from which position (``rows/<view>/<from>``, ``values/<attribute>/<from>``,
         ``occurrences/<view>/<from>`` for count changes, ``linked/<task>/<from>``), so pieces are never
         overwritten: a Faust changelog or a checkpoint writes per batch what the batch added, not the whole
-        state. A withdrawal rewrites some linked sets: such a task's set is written whole, once per batch, as
-        ``reset/<task>/<from>`` (its position in the task's sequence of writes). :meth:`apply_changes` replays
-        them in order. O(size of the pieces).
+        state. A withdrawal rewrites the linked sets of the identifier values it reaches: those codes are
+        written as ``unlinked/<task>/<n>`` (the n-th such piece of the task), their recomputed pairs go with
+        the task's appended ones; applying drops the codes' pairs, then appends. :meth:`apply_changes`
+        replays them in order. O(size of the pieces): a withdrawal writes what it reached, not the sets.
         """
         pieces: dict[str, bytes] = {}
         for attribute, values in self.seen.dictionaries.items():
@@ -125,20 +127,19 @@ class LinkageState:
                 start = self.marks.get(name, 0)
                 pieces[f"{name}/{start:012d}"] = _ipc(events)
                 self.marks[name] = start + events.height
-        for key in self.reset:
-            task = json.dumps([list(key[0]), key[1], key[2]])
-            generation = self.marks.get(f"reset/{task}", 0)
-            pieces[f"reset/{task}/{generation:012d}"] = _ipc(self.linked[key])
-            self.marks[f"reset/{task}"] = generation + 1
-            self.marks[f"linked/{task}"] = self.linked[key].height
-            self.journal.pop(key, None)
-        self.reset.clear()
+        for key, codes in self.unlinked.items():
+            name = f"unlinked/{json.dumps([list(key[0]), key[1], key[2]])}"
+            count = self.marks.get(name, 0)
+            pieces[f"{name}/{count:012d}"] = _ipc(pl.concat(codes).unique().to_frame())
+            self.marks[name] = count + 1
+        self.unlinked.clear()
         for key, frames in self.journal.items():
             name = f"linked/{json.dumps([list(key[0]), key[1], key[2]])}"
-            start = self.marks.get(name, 0)
             appended = pl.concat(frames)
+            # After dropping the unlinked codes' pairs, the set holds what it holds now minus the appends.
+            start = self.linked[key].height - appended.height
             pieces[f"{name}/{start:012d}"] = _ipc(appended)
-            self.marks[name] = start + appended.height
+            self.marks[name] = self.linked[key].height
         self.journal.clear()
         return pieces
 
@@ -153,7 +154,7 @@ class LinkageState:
 
         Raises ``ValueError`` on a piece that does not continue what this state holds (a gap).
         """
-        kinds = {"values": 0, "rows": 1, "occurrences": 2, "reset": 3, "linked": 4}
+        kinds = {"values": 0, "rows": 1, "occurrences": 2, "unlinked": 3, "linked": 4}
         ordered = sorted(pieces.items(), key=lambda item: (kinds[item[0].split("/", 1)[0]], item[0]))
         for key, data in ordered:
             kind, rest = key.split("/", 1)
@@ -173,12 +174,12 @@ class LinkageState:
                 self.seen.apply_events(name, frame)
                 self.marks[f"occurrences/{name}"] = self.seen.logged[name]
                 continue
-            elif kind == "reset":
+            elif kind == "unlinked":
                 views, identifier, sensitive = json.loads(name)
-                _continues(key, self.marks.get(f"reset/{name}", 0), int(start))
-                self.linked[(tuple(views), identifier, sensitive)] = frame
-                self.marks[f"reset/{name}"] = int(start) + 1
-                self.marks[f"linked/{name}"] = frame.height
+                task = (tuple(views), identifier, sensitive)
+                _continues(key, self.marks.get(f"unlinked/{name}", 0), int(start))
+                self.linked[task] = self.linked[task].filter(~pl.col(identifier).is_in(frame.to_series().implode()))
+                self.marks[f"unlinked/{name}"] = int(start) + 1
                 continue
             else:
                 views, identifier, sensitive = json.loads(name)
@@ -187,6 +188,10 @@ class LinkageState:
                 _continues(key, 0 if linked is None else linked.height, int(start))
                 self.linked[task] = frame if linked is None else pl.concat([linked, frame])
             self.marks[f"{kind}/{name}"] = self.marks.get(f"{kind}/{name}", 0) + frame.height
+        for view, rows in self.seen.rows.items():
+            self.marks[f"rows/{view}"] = rows.height
+        for task_key, pairs in self.linked.items():
+            self.marks[f"linked/{json.dumps([list(task_key[0]), task_key[1], task_key[2]])}"] = pairs.height
         self.open = None
 
     def to_bytes(self) -> bytes:
@@ -195,7 +200,7 @@ class LinkageState:
             "version": self.VERSION,
             "seen": self.seen.to_document(),
             "linked": [[list(key[0]), key[1], key[2], frame_to_text(frame)] for key, frame in self.linked.items()],
-            "resets": {key: value for key, value in self.marks.items() if key.startswith("reset/")},
+            "unlinked": {key: value for key, value in self.marks.items() if key.startswith("unlinked/")},
         }
         return json.dumps(document).encode()
 
@@ -211,7 +216,7 @@ class LinkageState:
         state.marks = {f"values/{a}": values.len() for a, values in state.seen.dictionaries.items()}
         state.marks |= {f"rows/{view}": rows.height for view, rows in state.seen.rows.items()}
         state.marks |= {f"occurrences/{view}": count for view, count in state.seen.logged.items()}
-        state.marks |= document["resets"]
+        state.marks |= document["unlinked"]
         state.marks |= {
             f"linked/{json.dumps([list(key[0]), key[1], key[2]])}": frame.height for key, frame in state.linked.items()
         }
@@ -397,9 +402,12 @@ class LinkageCheck:
             linked = state.linked[key]
             kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
             again = linked_values(relations, task.identifier, task.sensitive, self.k)
-            state.linked[key] = pl.concat([kept, again.select(kept.columns)]).rechunk()
-            state.reset.add(key)
-            state.journal.pop(key, None)
+            again = again.select(kept.columns)
+            state.linked[key] = pl.concat([kept, again]).rechunk()
+            # The pieces: drop the codes' pairs, then append; pairs journaled before are dropped the same way.
+            state.unlinked.setdefault(key, []).append(codes)
+            dropped = ~pl.col(task.identifier).is_in(codes.implode())
+            state.journal[key] = [frame.filter(dropped) for frame in state.journal.get(key, [])] + [again]
 
     def _diff_touched(
         self,
