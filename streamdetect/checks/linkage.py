@@ -363,9 +363,11 @@ class LinkageCheck:
 
         A row that is no longer present (its last occurrence withdrawn) can only take values out of the
         sets of the identifier values its join rows hold: those are found by joining it with the rows
-        present (before the other views' withdrawals of this batch, a superset). Each reached value's set
-        is then recomputed from the rows present, with the views holding the identifier restricted to the
-        reached values first, so the work follows what the withdrawal reaches, not the state.
+        present (before the other views' withdrawals of this batch, a superset). When the row's view holds
+        the sensitive attribute, its join rows hold its own sensitive value, so only the sets holding one of
+        the withdrawn values can lose one; the others keep every value's support. The sets reached are then
+        recomputed from the rows present, with the views holding the identifier restricted to the reached
+        values first, so the work follows what the withdrawal reaches, not the state.
         """
         reached: dict[TaskKey, list[pl.Series]] = {}
         for name, frame in withdrawn:
@@ -383,10 +385,28 @@ class LinkageCheck:
                 relations = self._relations(state, task, name, gone, cache)
                 if relations is None:
                     continue
-                values = linked_values(relations, task.identifier, task.sensitive, 1, shared)
-                if values.height:
-                    reached.setdefault(task.key, []).append(values.get_column(task.identifier))
+                ids = linked_values(relations, task.identifier, task.sensitive, 1, shared)
+                if not ids.height:
+                    continue
+                hit = state.linked[task.key].filter(
+                    pl.col(task.identifier).is_in(ids.get_column(task.identifier).implode())
+                )
+                if task.sensitive in gone.columns:
+                    # The join rows of a withdrawn row hold its own sensitive value: a capped set holding none
+                    # of the withdrawn values kept the support of every value it holds, so it stays exact.
+                    hit = hit.filter(pl.col(task.sensitive).is_in(gone.get_column(task.sensitive).implode()))
+                if hit.height:
+                    reached.setdefault(task.key, []).append(hit.get_column(task.identifier))
+        self._recompute(state, reached, touched)
+
+    def _recompute(
+        self, state: LinkageState, reached: Mapping[TaskKey, list[pl.Series]], touched: dict[str, list[pl.Series]]
+    ) -> None:
+        """Recompute the capped sets of the identifier values reached, per task, from the rows present."""
         by_key = {task.key: task for task in self.tasks}
+        # Views without the identifier enter every task unfiltered: shared, with their eliminations.
+        cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+        shared = SharedWork()
         for key, parts in reached.items():
             task = by_key[key]
             codes = pl.concat(parts).unique()
@@ -395,13 +415,16 @@ class LinkageCheck:
             for view, keep in self._needed(task).items():
                 rows = state.seen.present(view)
                 assert rows is not None  # the task has linked sets: every view of its channel published
-                relation = rows.select(keep).drop_nulls()
                 if task.identifier in keep:
-                    relation = relation.filter(pl.col(task.identifier).is_in(codes.implode()))
-                relations[view] = relation.unique()
+                    relation = rows.select(keep).drop_nulls().filter(pl.col(task.identifier).is_in(codes.implode()))
+                    relations[view] = relation.unique()
+                    continue
+                if (view, tuple(keep)) not in cache:
+                    cache[(view, tuple(keep))] = rows.select(keep).drop_nulls().unique()
+                relations[view] = cache[(view, tuple(keep))]
             linked = state.linked[key]
             kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
-            again = linked_values(relations, task.identifier, task.sensitive, self.k)
+            again = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
             again = again.select(kept.columns)
             state.linked[key] = pl.concat([kept, again]).rechunk()
             # The pieces: drop the codes' pairs, then append; pairs journaled before are dropped the same way.
