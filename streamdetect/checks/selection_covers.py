@@ -104,14 +104,30 @@ class SelectionCoverCheck:
         return findings
 
     def _cells(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> Iterator[_Cell]:
+        """The cells: one choice per view (a row, or 0 for a tuple outside its selection), consistent.
+
+        Built view by view as a hash join: a cell meets only the rows that agree with the values it has
+        fixed, looked up in an index of the view's rows on those attributes (one index per set of fixed
+        attributes), instead of scanning every row per cell.
+        """
         cells = [_Cell({}, [], ())]
         for view in self.views:
             grown = []
+            listed = [
+                (number, dict(zip(view.attributes, row, strict=True)))
+                for number, row in enumerate(rows[view.name], start=1)
+                if None not in row
+            ]
+            indexes: dict[tuple[str, ...], dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]]] = {}
             for cell in cells:
-                for number, row in enumerate(rows[view.name], start=1):
-                    values = dict(zip(view.attributes, row, strict=True))
-                    if any(cell.fixed.get(a, v) != v for a, v in values.items()) or None in values.values():
-                        continue
+                shared = tuple(a for a in view.attributes if a in cell.fixed)
+                index = indexes.get(shared)
+                if index is None:
+                    index = {}
+                    for number, values in listed:
+                        index.setdefault(tuple(values[a] for a in shared), []).append((number, values))
+                    indexes[shared] = index
+                for number, values in index.get(tuple(cell.fixed[a] for a in shared), ()):
                     constraints = cell.constraints + ([(view.where, True)] if view.where is not None else [])
                     candidate = _Cell({**cell.fixed, **values}, constraints, (*cell.choices, number))
                     if _consistent(candidate):
