@@ -66,6 +66,9 @@ def _representatives(known: set[Any], cap: int) -> list[Representative]:
     return [Representative(v) for v in sorted(known, key=str)] + [Representative("\0any other value", True)]
 
 
+_FREE = object()  # an attribute a cell leaves free
+
+
 @dataclass
 class _Cell:
     fixed: dict[str, Any]
@@ -151,8 +154,19 @@ class SelectionCoverCheck:
         ids: dict[tuple[int, int], set[Any]] = {}
         values: dict[tuple[int, int], set[Any]] = {}
         many = object()  # marks an unbounded projection
+        # A cell's projections depend only on its constraints and on its values of the attributes they
+        # mention and of the identifier and sensitive attributes: cells alike there share one projection.
+        memo: dict[tuple[object, ...], tuple[set[Any] | None, set[Any] | None] | None] = {}
         for cell in cells:
-            projections = _project(cell, representatives, identifier, sensitive)
+            relevant = {a for predicate, _ in cell.constraints for a in attributes_of(predicate)}
+            relevant |= {identifier, sensitive}
+            alike = (
+                tuple((a, cell.fixed.get(a, _FREE)) for a in sorted(relevant)),
+                tuple((id(predicate), expected) for predicate, expected in cell.constraints),
+            )
+            if alike not in memo:
+                memo[alike] = _project(cell, representatives, identifier, sensitive)
+            projections = memo[alike]
             if projections is None:
                 continue  # an empty cell
             cell_ids, cell_values = projections
