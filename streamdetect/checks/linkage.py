@@ -104,6 +104,9 @@ class LinkageState:
     #: Per task, the identifier codes whose linked sets a withdrawal dropped since the last
     #: :meth:`take_changes` (their recomputed pairs are in the journal).
     unlinked: dict[TaskKey, list[pl.Series]] = field(default_factory=dict, compare=False)
+    #: Per task, the identifier codes whose capped set holds k values: a cache (not serialized). With rows
+    #: only arriving such a set never changes, so a delta join leaves these values out from the start.
+    saturated: dict[TaskKey, pl.DataFrame] = field(default_factory=dict, compare=False)
 
     def take_changes(self) -> dict[str, bytes]:
         """The state's growth since the last call, as keyed, append-only pieces (Arrow IPC bytes).
@@ -188,6 +191,7 @@ class LinkageState:
                 _continues(key, 0 if linked is None else linked.height, int(start))
                 self.linked[task] = frame if linked is None else pl.concat([linked, frame])
             self.marks[f"{kind}/{name}"] = self.marks.get(f"{kind}/{name}", 0) + frame.height
+        self.saturated.clear()
         for view, rows in self.seen.rows.items():
             self.marks[f"rows/{view}"] = rows.height
         for task_key, pairs in self.linked.items():
@@ -427,6 +431,7 @@ class LinkageCheck:
             again = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
             again = again.select(kept.columns)
             state.linked[key] = pl.concat([kept, again]).rechunk()
+            state.saturated.pop(key, None)
             # The pieces: drop the codes' pairs, then append; pairs journaled before are dropped the same way.
             state.unlinked.setdefault(key, []).append(codes)
             dropped = ~pl.col(task.identifier).is_in(codes.implode())
@@ -492,11 +497,23 @@ class LinkageCheck:
         relations = self._relations(state, task, changed, new_rows, cache)
         if relations is None:
             return None
-        found = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
-        if found.is_empty():
-            return None
         current = state.linked.get(task.key)
         identifier, sensitive = task.identifier, task.sensitive
+        if current is not None:
+            saturated = state.saturated.get(task.key)
+            if saturated is None:
+                saturated = current.group_by(identifier).len().filter(pl.col("len") >= self.k).select(identifier)
+                state.saturated[task.key] = saturated
+            if saturated.height:
+                relations = {
+                    view: relation.join(saturated, on=identifier, how="anti")
+                    if identifier in relation.columns
+                    else relation
+                    for view, relation in relations.items()
+                }
+        found = linked_values(relations, identifier, sensitive, self.k, shared)
+        if found.is_empty():
+            return None
         if current is None:
             added = found
         else:
@@ -523,7 +540,12 @@ class LinkageCheck:
         # Appends fragment the frame; rechunk now and then (amortised O(1) per appended row).
         state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
         state.journal.setdefault(task.key, []).append(added)
-        return added.select(identifier).unique()
+        grew = added.select(identifier).unique()
+        if task.key in state.saturated:
+            full = grown.join(grew, on=identifier, how="semi").group_by(identifier).len()
+            now = full.filter(pl.col("len") >= self.k).select(identifier)
+            state.saturated[task.key] = pl.concat([state.saturated[task.key], now])
+        return grew
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
