@@ -178,11 +178,7 @@ class KAnonymity:
         """A withdrawn row that is not published (the rows are the state's own)."""
         if isinstance(state, AssociationCoverState):
             attributes = {view.name: view.attributes for view in self.topology.views}
-            for name, frame in batch.retracted.items():
-                problem = state.seen.check_retract(name, frame, attributes[name])
-                if problem is not None:
-                    return problem
-            return None
+            return state.seen.check_retractions(batch.retracted, attributes)
         return RecomputedCheck.check_retract(state, batch.retracted, batch.retracted_table)
 
     def update(

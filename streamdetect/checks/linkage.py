@@ -733,11 +733,7 @@ class Linkage:
     def validate(self, state: LinkageState, batch: Batch) -> str | None:
         """A withdrawn row that is not published."""
         attributes = {view.name: view.attributes for view in self.check.views}
-        for name, frame in batch.retracted.items():
-            problem = state.seen.check_retract(name, frame, attributes[name])
-            if problem is not None:
-                return problem
-        return None
+        return state.seen.check_retractions(batch.retracted, attributes)
 
     def update(
         self, state: LinkageState, batch: Batch, progress: ProgressFactory | None = None

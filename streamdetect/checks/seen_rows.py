@@ -139,6 +139,16 @@ class SeenRows:
             return None
         return self._locate(view, frame, attributes)[1]
 
+    def check_retractions(
+        self, retracted: Mapping[str, pl.DataFrame], attributes: Mapping[str, Sequence[str]]
+    ) -> str | None:
+        """:meth:`check_retract` for every view of a batch's withdrawals: the first fault, or None."""
+        for view, frame in retracted.items():
+            problem = self.check_retract(view, frame, attributes[view])
+            if problem is not None:
+                return problem
+        return None
+
     def retract(self, view: str, frame: pl.DataFrame, attributes: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
         """Withdraw one occurrence per row of ``frame``; return the rows no longer present (encoded) and their
         positions. Raises ``ValueError`` (changing nothing) when :meth:`check_retract` finds a fault."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -26,6 +27,19 @@ from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.yaml"))
+_EVERY_TOPOLOGY = pytest.mark.parametrize("path", TOPOLOGIES, ids=[path.stem for path in TOPOLOGIES])
+
+
+def _examples(count: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Hypothesis with ``count`` random orders per topology (each runs every check)."""
+    suppress = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+    def wrap(test: Callable[..., None]) -> Callable[..., None]:
+        return settings(max_examples=count, deadline=None, suppress_health_check=suppress)(
+            given(rng=st.randoms(use_true_random=False))(test)
+        )
+
+    return wrap
 
 
 def _pieces(views: dict[str, pl.DataFrame], table: pl.DataFrame | None, rng: random.Random) -> list[Batch]:
@@ -87,11 +101,8 @@ def _fresh(path: Path, views: dict[str, pl.DataFrame], table: pl.DataFrame | Non
     return sorted(f.id for f in detector.findings())
 
 
-@pytest.mark.parametrize("path", TOPOLOGIES, ids=[path.stem for path in TOPOLOGIES])
-@settings(
-    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
-)
-@given(rng=st.randoms(use_true_random=False))
+@_EVERY_TOPOLOGY
+@_examples(3)
 def test_withdrawals_agree_with_a_fresh_check_of_the_rows_present(path: Path, rng: random.Random) -> None:
     topology = load_topology(path)
     views, table = load_data(topology, with_table=topology.table.source is not None)
@@ -136,11 +147,8 @@ def test_withdrawals_agree_with_a_fresh_check_of_the_rows_present(path: Path, rn
     assert sorted(f.id for f in left.findings()) == _fresh(path, union, pl.concat(tables) if tables else None)
 
 
-@pytest.mark.parametrize("path", TOPOLOGIES, ids=[path.stem for path in TOPOLOGIES])
-@settings(
-    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
-)
-@given(rng=st.randoms(use_true_random=False))
+@_EVERY_TOPOLOGY
+@_examples(4)
 def test_pieces_codec_and_merge_agree_with_one_batch(path: Path, rng: random.Random) -> None:
     topology = load_topology(path)
     views, table = load_data(topology, with_table=topology.table.source is not None)
