@@ -4,7 +4,7 @@ Loads a prefix of every view in one batch, then feeds the rest as batches of ``b
 round-robin across the views, as a publication stream would; with ``retract`` F, each batch also withdraws
 F x ``batch_rows`` rows of its view published earlier (chosen at random, seeded, each at most once). Per
 batch: the update's latency and the bytes a changelog would write (:meth:`Detector.changes`: append-only
-pieces for the linkage check, the whole state for recomputed checks). Findings at the end are the open
+pieces for the linkage check, the batches themselves for recomputed checks). Findings at the end are the open
 ones, in the report's JSON form.
 """
 

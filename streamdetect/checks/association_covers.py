@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
+from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
@@ -50,9 +51,11 @@ CoverCodes = tuple[str, str, int, frozenset[int]]
 class AssociationCoverState:
     """Rows seen per view (append-only: a row's position names its PF) and the capped sets per PF."""
 
-    VERSION = 1
+    VERSION = 2
     seen: SeenRows = field(default_factory=SeenRows)
     sets: dict[SetKey, pl.DataFrame] = field(default_factory=dict)
+    #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
+    log: BatchLog = field(default_factory=BatchLog, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -60,6 +63,7 @@ class AssociationCoverState:
             "version": self.VERSION,
             "seen": self.seen.to_document(),
             "sets": [[*key, frame_to_text(frame)] for key, frame in self.sets.items()],
+            "written": self.log.written,
         }
         return json.dumps(document).encode()
 
@@ -70,6 +74,7 @@ class AssociationCoverState:
         return cls(
             seen=SeenRows.from_document(document["seen"]),
             sets={(u, e, s, t): frame_from_text(text) for u, e, s, t, text in document["sets"]},
+            log=BatchLog(written=document["written"]),
         )
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import polars as pl
 
+from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
 from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
@@ -77,19 +78,22 @@ class SindClass:
 class SindState:
     """The table rows seen so far (B attributes and the sensitive ones)."""
 
-    VERSION = 1
+    VERSION = 2
     rows: pl.DataFrame | None = None
+    #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
+    log: BatchLog = field(default_factory=BatchLog, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with an Arrow IPC frame)."""
         rows = frame_to_text(self.rows) if self.rows is not None else None
-        return json.dumps({"version": self.VERSION, "rows": rows}).encode()
+        return json.dumps({"version": self.VERSION, "rows": rows, "written": self.log.written}).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SindState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "table rows")
-        return cls(rows=frame_from_text(document["rows"]) if document["rows"] is not None else None)
+        rows = frame_from_text(document["rows"]) if document["rows"] is not None else None
+        return cls(rows=rows, log=BatchLog(written=document["written"]))
 
     def without(self, withdrawn: pl.DataFrame | None, columns: Sequence[str]) -> pl.DataFrame | None:
         """The rows kept with ``withdrawn`` taken out (one occurrence each); the state is unchanged.

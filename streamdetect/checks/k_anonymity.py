@@ -184,10 +184,17 @@ class KAnonymity:
     def update(
         self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None = None
     ) -> Delta[AssociationCoverFinding]:
-        """Add the batch's rows; return the covers raised and cleared (recomputed from the state)."""
+        """Withdraw and add the batch's rows; return the covers raised and cleared (recomputed from the state)."""
         before = self.result(state) if _has_rows(state) else []
         self._add(state, batch, progress)
+        state.log.record(self._logged(batch))
         return diff(before, self.result(state))
+
+    def _logged(self, batch: Batch) -> Batch:
+        """What of a batch the state depends on: the views' rows, and the table's when the method reads it."""
+        if self.properties.needs_table:
+            return batch
+        return Batch(views=batch.views, retracted=batch.retracted)
 
     def merge(self, state: KAnonymityState, other: KAnonymityState) -> Delta[AssociationCoverFinding]:
         """Fold another partition's rows in."""
@@ -261,12 +268,15 @@ class KAnonymity:
         return RowsState.from_bytes(data)
 
     def changes(self, state: KAnonymityState) -> dict[str, bytes]:
-        """The whole state under one key (it is recomputed, not append-only): each write replaces it."""
-        return {"state": self.encode(state)}
+        """The batches taken since the last call (:class:`~streamdetect.checks.batch_log.BatchLog`): the
+        covers are recomputed, not append-only, so the log of what arrived is what a write carries."""
+        return state.log.take()
 
     def apply_changes(self, state: KAnonymityState, pieces: Mapping[str, bytes]) -> KAnonymityState:
-        """The latest whole state among the pieces (each write replaces the last)."""
-        return self.decode(pieces["state"]) if "state" in pieces else state
+        """Fold another state's logged batches into ``state``, in order (a gap raises ``ValueError``)."""
+        for batch in state.log.replay(pieces):
+            self._add(state, batch, None)
+        return state
 
     def summary(self, findings: int) -> CheckSummary:
         """One "channel" (the join of all views) and one task per (identifier, sensitive) pair."""

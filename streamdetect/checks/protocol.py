@@ -124,7 +124,8 @@ class Check(Protocol, Generic[S, F]):
 
     def changes(self, state: S) -> dict[str, bytes]:
         """What to write since the last call, as keyed pieces: append-only pieces for a check whose state
-        only grows (``linkage``), else the whole state under one key that each write replaces."""
+        only grows (``linkage``); a check recomputed from the rows it keeps writes the batches it took
+        (:mod:`streamdetect.checks.batch_log`). Either way a write costs the batch, not the state."""
         ...
 
     def apply_changes(self, state: S, pieces: Mapping[str, bytes]) -> S:

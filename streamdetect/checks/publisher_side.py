@@ -73,6 +73,7 @@ class PublisherSide:
         if (batch.table is None or batch.table.is_empty()) and (withdrawn is None or withdrawn.is_empty()):
             return Delta((), ())
         delta = self.check.update(state, batch.table, withdrawn)
+        state.log.record(Batch(table=batch.table, retracted_table=withdrawn))
         return Delta(tuple(delta.raised), tuple(delta.cleared))
 
     def merge(self, state: SindState, other: SindState) -> Delta[SindFinding]:
@@ -94,12 +95,16 @@ class PublisherSide:
         return SindState.from_bytes(data)
 
     def changes(self, state: SindState) -> dict[str, bytes]:
-        """The whole state under one key (it is recomputed, not append-only): each write replaces it."""
-        return {"state": self.encode(state)}
+        """The table rows taken since the last call (:class:`~streamdetect.checks.batch_log.BatchLog`): the
+        classes are recomputed, so the log of what arrived is what a write carries."""
+        return state.log.take()
 
     def apply_changes(self, state: SindState, pieces: Mapping[str, bytes]) -> SindState:
-        """The latest whole state among the pieces (each write replaces the last)."""
-        return self.decode(pieces["state"]) if "state" in pieces else state
+        """Fold another state's logged table rows into ``state``, in order (a gap raises ``ValueError``)."""
+        columns = [*self.check.public, *self.check.sensitive]
+        for batch in state.log.replay(pieces):
+            state.rows = state.folded(batch.table, batch.retracted_table, columns)
+        return state
 
     def summary(self, findings: int) -> CheckSummary:
         """Views and sensitive attributes examined."""

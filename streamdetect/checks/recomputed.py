@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 
 import polars as pl
 
+from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, _Identified, diff
 from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
 
@@ -27,9 +28,11 @@ Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
 class RowsState:
     """Every row seen, per view, and the table's rows when the method needs them."""
 
-    VERSION = 1
+    VERSION = 2
     views: dict[str, pl.DataFrame] = field(default_factory=dict)
     table: pl.DataFrame | None = None
+    #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
+    log: BatchLog = field(default_factory=BatchLog, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -37,6 +40,7 @@ class RowsState:
             "version": self.VERSION,
             "views": {name: frame_to_text(frame) for name, frame in self.views.items()},
             "table": frame_to_text(self.table) if self.table is not None else None,
+            "written": self.log.written,
         }
         return json.dumps(document).encode()
 
@@ -48,6 +52,7 @@ class RowsState:
         return cls(
             views={name: frame_from_text(text) for name, text in document["views"].items()},
             table=frame_from_text(table) if table is not None else None,
+            log=BatchLog(written=document["written"]),
         )
 
 

@@ -82,7 +82,13 @@ class RsindCheck:
         """Blocks of row positions, each a clique of the CSIND graph (heuristic partition)."""
         if state.rows is None or state.rows.is_empty():
             return []
-        rows = state.rows
+        # The heuristic runs on the rows in a canonical order (sorted), so that its blocks depend on the
+        # bag of rows only, not on the order they arrived or were withdrawn in; positions map back after.
+        canonical = state.rows.with_row_index("\0original").sort(
+            [*self.public, *self.sensitive], nulls_last=True, maintain_order=True
+        )
+        original = canonical.get_column("\0original").to_list()
+        rows = canonical.drop("\0original")
         values = rows.get_column(sensitive).drop_nulls().unique().sort().to_list()
         imaged = self._images(rows, sensitive, values)
         image_columns = [c for c in imaged.columns if "\0" in c and c != "\0row"]
@@ -112,7 +118,7 @@ class RsindCheck:
             for node, count in block.items():
                 taken.extend(remaining[node][:count])
                 remaining[node] = remaining[node][count:]
-            partition.append(sorted(taken))
+            partition.append(sorted(original[position] for position in taken))
         return sorted(partition)
 
     def _csind(self, left: dict[str, Any], right: dict[str, Any], sensitive: str) -> bool:
