@@ -13,7 +13,7 @@ from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
 from streamdetect.engine import CHECKS
 from streamdetect.errors import StateError, TopologyError
-from streamdetect.io.sources import load_views
+from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
@@ -126,3 +126,38 @@ def test_pieces_with_a_gap_are_refused() -> None:
         replica.apply_changes(detector.changes())
     with pytest.raises(StateError, match="belongs to no check"):
         replica.apply_changes({"nothing/rows/v1/000000000000": b""})
+
+
+@pytest.mark.parametrize(("name", "reads_table"), [("yao-figure2", False), ("sind-figure3", True)])
+def test_recomputed_checks_write_batches_and_refuse_a_gap(name: str, reads_table: bool) -> None:
+    topology = load_topology(TOPOLOGY.parent / f"{name}.yaml")
+    views, table = load_data(topology, with_table=reads_table)
+    if table is not None:  # publisher-side: the table's rows are what the state keeps
+        half = table.height // 2
+        steps = [
+            Batch(table=table.head(half)),
+            Batch(table=table.slice(half)),
+            Batch(retracted_table=table.head(1)),
+            Batch(retracted_table=table.slice(1, 1)),
+        ]
+    else:
+        steps = [
+            Batch(views=views),
+            Batch(retracted={n: f.head(1) for n, f in views.items()}),
+            Batch(views=views),
+            Batch(views=views),
+        ]
+    checks = [config.name for config in topology.checks if config.name != "linkage"]
+    detector, replica = Detector(topology, checks), Detector(topology, checks)
+    for step in steps[:2]:
+        detector.update(step)
+        pieces = detector.changes()
+        assert pieces
+        assert all("/batch/" in key for key in pieces)
+        replica.apply_changes(pieces)
+        assert sorted(f.id for f in replica.findings()) == sorted(f.id for f in detector.findings())
+    detector.update(steps[2])
+    detector.changes()  # written, and lost
+    detector.update(steps[3])
+    with pytest.raises(StateError, match="a gap"):
+        replica.apply_changes(detector.changes())
