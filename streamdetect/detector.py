@@ -98,8 +98,9 @@ class Detector:
         self.dtypes: dict[str, pl.DataType] = {}
 
     def validate(self, batch: Batch) -> None:
-        """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes
-        (the table's for table rows), or that withdraws rows not published. Changes nothing."""
+        """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
+        that withdraws rows not published, or that a check refuses (SIND: public values that repeat).
+        Changes nothing."""
         attributes = {view.name: set(view.attributes) for view in self.topology.views}
         for kind, frames in (("rows", batch.views), ("retracted rows", batch.retracted)):
             for name, frame in frames.items():
@@ -124,10 +125,10 @@ class Detector:
             refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
             if refusing:
                 raise UnsupportedCase(f"batch: the {', '.join(refusing)} check(s) do not take retracted rows yet")
-            for name, check in self.checks.items():
-                problem = check.validate(self.states[name], batch)
-                if problem is not None:
-                    raise TopologyError(f"batch: {problem}", file=self.topology.path)
+        for name, check in self.checks.items():
+            problem = check.validate(self.states[name], batch)
+            if problem is not None:
+                raise TopologyError(f"batch: {problem}", file=self.topology.path)
 
     def update_each(self, batch: Batch, progress: ProgressFactory | None = None) -> dict[str, Delta[Any]]:
         """Fold a batch into every check's state; per check, the findings raised and cleared."""

@@ -56,6 +56,9 @@ class AssociationCoverState:
     sets: dict[SetKey, pl.DataFrame] = field(default_factory=dict)
     #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
     log: BatchLog = field(default_factory=BatchLog, compare=False)
+    #: The findings of the last update (with forcing views): a cache (not serialized), so an update
+    #: recomputes them once, not before and after.
+    findings: list[Any] | None = field(default=None, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""

@@ -82,6 +82,8 @@ class SindState:
     rows: pl.DataFrame | None = None
     #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
     log: BatchLog = field(default_factory=BatchLog, compare=False)
+    #: The findings of the last update: a cache (not serialized), so an update recomputes once.
+    findings: list[Any] | None = field(default=None, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with an Arrow IPC frame)."""
@@ -149,20 +151,30 @@ class SindCheck:
     ) -> Delta[SindFinding]:
         """Withdraw rows of the private table, add new ones; return the findings raised and cleared."""
         before = self.result(state) if state.rows is not None else []
-        rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
+        self.fold(state, table_rows, retracted)
+        return diff(before, self.result(state)) if state.rows is not None else diff(before, [])
+
+    def refusal(self, rows: pl.DataFrame | None) -> str | None:
+        """Why the table's rows cannot be checked (the public attributes are not a key), or None."""
         if rows is None:
-            return diff(before, [])
-        # Checked before the state changes: a refused batch leaves it as it was.
+            return None
         duplicates = rows.select(self.public).is_duplicated()
-        if duplicates.any():
-            row = int(duplicates.arg_max() or 0)
-            raise TopologyError(
-                f"the public attributes ({', '.join(self.public)}) are not a key of the table, as SIND assumes: "
-                f"row {row + 1} repeats another row's public values",
-                file=self.table_source,
-            )
+        if not duplicates.any():
+            return None
+        row = int(duplicates.arg_max() or 0)
+        return (
+            f"the public attributes ({', '.join(self.public)}) are not a key of the table, as SIND assumes: "
+            f"row {row + 1} repeats another row's public values"
+        )
+
+    def fold(self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None) -> None:
+        """Withdraw, then add rows; nothing is recomputed. Refused (``TopologyError``, the state unchanged)
+        when the public attributes would not be a key."""
+        rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
+        problem = self.refusal(rows)
+        if problem is not None:
+            raise TopologyError(problem, file=self.table_source)
         state.rows = rows
-        return diff(before, self.result(state))
 
     def _signature(self, rows: pl.DataFrame, view: ViewDefinition, sensitive: str, domain: Sequence[Any]) -> pl.Expr:
         projected = [a for a in view.attributes if a != sensitive]

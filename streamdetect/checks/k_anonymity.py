@@ -185,10 +185,14 @@ class KAnonymity:
         self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None = None
     ) -> Delta[AssociationCoverFinding]:
         """Withdraw and add the batch's rows; return the covers raised and cleared (recomputed from the state)."""
-        before = self.result(state) if _has_rows(state) else []
+        # The findings of the last update are cached in the state: the search for forcing views runs once.
+        cached = state.findings
+        before = cached if cached is not None else (self.result(state) if _has_rows(state) else [])
         self._add(state, batch, progress)
         state.log.record(self._logged(batch))
-        return diff(before, self.result(state))
+        after = self.result(state)
+        state.findings = after
+        return diff(before, after)
 
     def _logged(self, batch: Batch) -> Batch:
         """What of a batch the state depends on: the views' rows, and the table's when the method reads it."""
@@ -276,6 +280,7 @@ class KAnonymity:
         """Fold another state's logged batches into ``state``, in order (a gap raises ``ValueError``)."""
         for batch in state.log.replay(pieces):
             self._add(state, batch, None)
+        state.findings = None
         return state
 
     def summary(self, findings: int) -> CheckSummary:

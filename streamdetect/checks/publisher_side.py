@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from streamdetect.checks.findings import Delta, SindFinding
+from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.indistinguishability import SindCheck, SindState
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
@@ -54,12 +54,15 @@ class PublisherSide:
         return CheckProperties(needs_table=True, exact=exact, incremental=False, retractions=True)
 
     def validate(self, state: SindState, batch: Batch) -> str | None:
-        """A withdrawn table row that is not kept (withdrawn view rows do not matter here)."""
+        """A withdrawn table row that is not kept, or rows whose public values repeat (SIND) (withdrawn view
+        rows do not matter here)."""
+        if batch.table is None and batch.retracted_table is None:
+            return None
         try:
-            state.without(batch.retracted_table, [*self.check.public, *self.check.sensitive])
+            rows = state.folded(batch.table, batch.retracted_table, [*self.check.public, *self.check.sensitive])
         except ValueError as exc:
             return str(exc)
-        return None
+        return self.check.refusal(rows)
 
     def initialize(self) -> SindState:
         """No rows seen."""
@@ -72,9 +75,13 @@ class PublisherSide:
         withdrawn = batch.retracted_table
         if (batch.table is None or batch.table.is_empty()) and (withdrawn is None or withdrawn.is_empty()):
             return Delta((), ())
-        delta = self.check.update(state, batch.table, withdrawn)
+        # The findings before are those of the last update (a cache in the state): one recomputation each.
+        before = state.findings if state.findings is not None else self.result(state)
+        self.check.fold(state, batch.table, withdrawn)
         state.log.record(Batch(table=batch.table, retracted_table=withdrawn))
-        return Delta(tuple(delta.raised), tuple(delta.cleared))
+        after = self.result(state)
+        state.findings = after
+        return diff(before, after)
 
     def merge(self, state: SindState, other: SindState) -> Delta[SindFinding]:
         """Fold another partition's table rows in (the union of the two bags)."""
@@ -104,6 +111,7 @@ class PublisherSide:
         columns = [*self.check.public, *self.check.sensitive]
         for batch in state.log.replay(pieces):
             state.rows = state.folded(batch.table, batch.retracted_table, columns)
+        state.findings = None
         return state
 
     def summary(self, findings: int) -> CheckSummary:

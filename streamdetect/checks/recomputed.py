@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import polars as pl
 
@@ -33,6 +33,9 @@ class RowsState:
     table: pl.DataFrame | None = None
     #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
     log: BatchLog = field(default_factory=BatchLog, compare=False)
+    #: The findings of the last update (with forcing views): a cache (not serialized), so an update
+    #: recomputes them once, not before and after.
+    findings: list[Any] | None = field(default=None, compare=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""

@@ -60,8 +60,17 @@ class RsindCheck:
         """Withdraw rows of the private table, add new ones; recompute the partition (not maintainable
         incrementally: a row can change the best clique partition anywhere)."""
         before = self.result(state) if state.rows is not None else []
-        state.rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
+        self.fold(state, table_rows, retracted)
         return diff(before, self.result(state))
+
+    def refusal(self, rows: pl.DataFrame | None) -> str | None:
+        """RSIND takes any rows."""
+        del rows
+        return None
+
+    def fold(self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None) -> None:
+        """Withdraw, then add rows; nothing is recomputed."""
+        state.rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
 
     def _images(self, rows: pl.DataFrame, sensitive: str, values: Sequence[Any]) -> pl.DataFrame:
         """Per row: its type key, from its current value and every view's image for every value."""

@@ -161,3 +161,15 @@ def test_recomputed_checks_write_batches_and_refuse_a_gap(name: str, reads_table
     detector.update(steps[3])
     with pytest.raises(StateError, match="a gap"):
         replica.apply_changes(detector.changes())
+
+
+def test_a_table_batch_sind_refuses_changes_no_check() -> None:
+    topology = load_topology(TOPOLOGY.parent / "sind-figure3.yaml")
+    _, table = load_data(topology, with_table=True)
+    assert table is not None
+    detector = Detector(topology, ["rsind", "sind"])  # rsind first would take the rows; sind refuses them
+    detector.update(Batch(table=table))
+    before = detector.snapshot()
+    with pytest.raises(TopologyError, match="not a key of the table"):
+        detector.update(Batch(table=table.head(1)))
+    assert detector.snapshot() == before
