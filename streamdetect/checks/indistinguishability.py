@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -276,6 +276,8 @@ class SindCheck:
         try:
             for block in uniform:
                 verdicts[block.rows[0]] = oracle.only_value(block.rows[0]) if oracle is not None else None
+            if oracle is not None:
+                blocks = self._join_never_differing(blocks, verdicts, oracle)
             certain: dict[Any, list[SindClass]] = {}
             findings = []
             for block in blocks:
@@ -307,6 +309,61 @@ class SindCheck:
             reason = "every member can take only one private value (decided over all views by SAT)"
             findings.append(SindFinding(self.k, sensitive, tuple(members), views, reason, True))
         return sorted(findings, key=lambda f: [str(v) for _, v in f.members[0]])
+
+    def _join_never_differing(
+        self, blocks: list[SindClass], verdicts: Mapping[int, bool | None], oracle: CertaintyOracle
+    ) -> list[SindClass]:
+        """Classes whose tuples never take different values in any instance, joined: they swap trivially,
+        so they are SIND whatever their signatures (Proposition 5's "only if" needs an instance where the
+        two differ, which "two possible values each" does not ensure). Only classes below k can change a
+        finding, so each is compared with the other classes of its SAT component (tuples of different
+        components choose independently and differ unless both are certain, merged elsewhere). Classes
+        with two current values always differ. A comparison beyond the budgets makes the class inexact.
+        """
+        uniform = {block.rows[0] for block in blocks if block.rows[0] in verdicts}
+        by_component: dict[int, list[int]] = {}
+        for index, block in enumerate(blocks):
+            if block.rows[0] in uniform and verdicts[block.rows[0]] is not True:
+                by_component.setdefault(oracle.component(block.rows[0]), []).append(index)
+        parent = list(range(len(blocks)))
+
+        def root(index: int) -> int:
+            while parent[index] != index:
+                parent[index] = parent[parent[index]]
+                index = parent[index]
+            return index
+
+        undecided: set[int] = set()
+        for indices in by_component.values():
+            for position, a in enumerate(indices):
+                if len(blocks[a].members) >= self.k:
+                    continue
+                for b in indices[:position] + indices[position + 1 :]:
+                    if root(a) == root(b):
+                        continue
+                    differ = oracle.can_differ(blocks[a].rows[0], blocks[b].rows[0])
+                    if differ is None:
+                        undecided.add(a)
+                    elif not differ:
+                        parent[root(b)] = root(a)
+        groups: dict[int, list[SindClass]] = {}
+        for index, block in enumerate(blocks):
+            groups.setdefault(root(index), []).append(block)
+        joined = []
+        for index, members in groups.items():
+            if len(members) == 1:
+                block = members[0]
+                joined.append(block if index not in undecided else replace(block, exact=False))
+                continue
+            joined.append(
+                SindClass(
+                    tuple(m for block in members for m in block.members),
+                    tuple(r for block in members for r in block.rows),
+                    tuple(sorted({v for block in members for v in block.views})),
+                    all(block.exact for block in members),
+                )
+            )
+        return joined
 
     def _oracle(self, rows: pl.DataFrame, sensitive: str) -> CertaintyOracle:
         domain = self.domains.get(sensitive)

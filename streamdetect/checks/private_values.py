@@ -99,6 +99,42 @@ class CertaintyOracle:
                 self._moved.add(j)
         return False
 
+    def component(self, i: int) -> int:
+        """The number of ``i``'s component (tuples linked through rows they could share); tuples of different
+        components take their values independently."""
+        self._component(i)
+        return self._component_of[i]
+
+    def can_differ(self, i: int, j: int) -> bool | None:
+        """Whether some instance gives tuples ``i`` and ``j`` different values (None: beyond the budgets).
+
+        Tuples that never differ swap trivially in every instance: they are SIND whatever their signatures
+        (Definition 1). One SAT call on their component, under a selector so the solver stays reusable.
+        """
+        if self.candidates is None:
+            return None
+        if self.component(i) != self.component(j):
+            # Independent: they can differ unless each can take only its one current value, the same one.
+            only_i, only_j = self.only_value(i), self.only_value(j)
+            if only_i is None or only_j is None:
+                return None
+            return not (only_i and only_j and self.current[i] == self.current[j])
+        if self.current[i] != self.current[j]:
+            return True
+        _, solver, pool, _ = self._component(i)
+        if solver is None or pool is None:
+            return None
+        selector = pool.id(("differ", i, j))
+        witnesses = []
+        for value in self.candidates.values[i]:
+            witness = pool.id(("differ", i, j, value))
+            solver.add_clause([-witness, pool.id((i, value))])
+            if value in self.candidates.values[j]:
+                solver.add_clause([-witness, -pool.id((j, value))])
+            witnesses.append(witness)
+        solver.add_clause([-selector, *witnesses])
+        return bool(solver.solve(assumptions=[selector]))
+
     def reason_undecided(self, i: int) -> str:
         """Why ``only_value(i)`` is None."""
         if self.undecided_reason is not None:

@@ -164,3 +164,21 @@ def test_exact_findings_equal_the_definition(case: dict[str, Any]) -> None:
     on_private = any("P" in view.selection_attributes for view in case["views"])
     if not on_private:
         assert exact == reference
+
+
+def test_tuples_that_never_differ_are_one_class_whatever_their_signatures() -> None:
+    """Rows 0 and 1 differ in signature (only row 0 is in v1's selection) but every instance gives them
+    the same value (x, x or y, y): they swap trivially, so they are one class of two, not two findings.
+    Found by hypothesis against the definition; Proposition 5's "only if" assumes an instance where they
+    differ."""
+    case = {
+        "rows": [{"A": 0, "B": 0}, {"A": 2, "B": 1}, {"A": 0, "B": 1}, {"A": 1, "B": 0}, {"A": 2, "B": 0}],
+        "private": ["x", "x", "y", "x", "y"],
+        "views": (
+            ViewDefinition("v0", ("A", "P")),
+            ViewDefinition("v1", ("P",), Comparison("B", "=", 0)),
+        ),
+    }
+    truth, _, _ = _reference(case)
+    assert sorted(map(sorted, truth)) == [[0, 1], [2, 4], [3]]
+    assert {_positions(case, f) for f in _findings(case)} == {frozenset({3})}
