@@ -25,6 +25,7 @@ import polars as pl
 from streamdetect.checks.findings import Delta
 from streamdetect.checks.protocol import Batch, Check, CheckSummary, ProgressFactory
 from streamdetect.checks.registry import REGISTRY
+from streamdetect.checks.seen_rows import frame_from_text, frame_to_text
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
 from streamdetect.model.topology import Topology
 
@@ -189,6 +190,8 @@ class Detector:
             "states": {
                 name: base64.b64encode(check.encode(self.states[name])).decode() for name, check in self.checks.items()
             },
+            # The column types earlier batches fixed, as an empty frame's schema (Arrow IPC).
+            "dtypes": frame_to_text(pl.DataFrame(schema=self.dtypes)),
         }
         return json.dumps(document).encode()
 
@@ -215,9 +218,11 @@ class Detector:
             raise StateError(f"the snapshot holds states of {', '.join(sorted(states))}, not of the checks run")
         try:
             decoded = {name: self.checks[name].decode(base64.b64decode(text)) for name, text in states.items()}
-        except (ValueError, KeyError) as exc:
+            dtypes = dict(frame_from_text(document["dtypes"]).schema) if "dtypes" in document else {}
+        except (ValueError, KeyError, OSError) as exc:
             raise StateError(f"a state of the snapshot cannot be read: {exc}") from None
         self.states = decoded
+        self.dtypes = dtypes
 
 
 def _frames(batch: Batch) -> list[tuple[str, pl.DataFrame]]:

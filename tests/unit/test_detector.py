@@ -173,3 +173,13 @@ def test_a_table_batch_sind_refuses_changes_no_check() -> None:
     with pytest.raises(TopologyError, match="not a key of the table"):
         detector.update(Batch(table=table.head(1)))
     assert detector.snapshot() == before
+
+
+def test_a_restored_detector_still_refuses_a_changed_column_type() -> None:
+    detector, views = _loaded()
+    restored = Detector(load_topology(TOPOLOGY))
+    restored.restore(detector.snapshot())
+    before = restored.snapshot()
+    with pytest.raises(TopologyError, match="earlier rows of it are String"):
+        restored.update(Batch(views={"v2": views["v2"].with_columns(pl.col("Job").cast(pl.Categorical))}))
+    assert restored.snapshot() == before
