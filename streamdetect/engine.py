@@ -14,7 +14,6 @@ from typing import Any, Literal
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
-from streamdetect.checks.k_anonymity import needs_table as k_anonymity_needs_table
 from streamdetect.checks.linkage import Linkage
 from streamdetect.checks.protocol import Batch, CheckSummary, ProgressFactory
 from streamdetect.checks.registry import REGISTRY
@@ -40,16 +39,13 @@ Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
 FailOn = Literal["any", "certain"]
 #: Checks this version runs, in report order (the registry's).
 CHECKS: tuple[str, ...] = tuple(REGISTRY)
+
+
 #: Checks that read the private table whatever the topology (publisher-side).
-TABLE_CHECKS: frozenset[str] = frozenset({"sind", "rsind"})
-
-
 def needs_table(topology: Topology, checks: Sequence[str]) -> bool:
-    """Whether the run reads the private table: publisher-side checks, or k-anonymity checked
-    conservatively because of effective functional dependencies."""
-    if TABLE_CHECKS & set(checks):
-        return True
-    return "k-anonymity" in checks and k_anonymity_needs_table(topology)
+    """Whether the run reads the private table: some check's properties say so (the publisher-side checks,
+    k-anonymity checked conservatively because of effective functional dependencies)."""
+    return any(REGISTRY[name].build(topology, None, None).properties.needs_table for name in checks)
 
 
 @dataclass(frozen=True)
@@ -155,12 +151,8 @@ def run_checks(
     detector = Detector(topology, checks, k=k, max_level=max_level)
     for name, check in detector.checks.items():
         if check.properties.needs_table and table is None:
-            problem = (
-                f"the {name} check needs the private table's rows"
-                if name in TABLE_CHECKS
-                else "k-anonymity with effective functional dependencies is checked conservatively "
-                "against the private table: set table.source"
-            )
+            why = check.properties.table_reason
+            problem = f"the {name} check needs the private table's rows{f' ({why})' if why else ''}: set table.source"
             raise TopologyError(problem, file=topology.path, key="table.source")
     # From empty states, one update raises every finding of the result, in report order.
     deltas = detector.update_each(Batch(views=views, table=table), progress)

@@ -77,12 +77,6 @@ def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityChe
     return RecomputedCheck(conservative.run, names, needs_table=True)
 
 
-def needs_table(topology: Topology) -> bool:
-    """Whether the k-anonymity check reads the private table: only the conservative method does."""
-    check = k_anonymity_check(topology)
-    return isinstance(check, RecomputedCheck) and check.needs_table
-
-
 CoverKey = tuple[str, Any, str, frozenset[Any]]
 KAnonymityState = AssociationCoverState | RowsState
 
@@ -158,6 +152,9 @@ class KAnonymity:
             exact=not reads_table,
             incremental=isinstance(method, AssociationCoverCheck),
             retractions=True,
+            table_reason="with effective functional dependencies it is checked conservatively against the table"
+            if reads_table
+            else "",
         )
 
     def initialize(self) -> KAnonymityState:

@@ -62,6 +62,8 @@ class CheckProperties:
     incremental: bool
     retractions: bool = False
     partition: str = "none"
+    #: Why it reads the private table, when that depends on the topology (for the error without one).
+    table_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 from streamdetect.checks.protocol import Batch
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
-from streamdetect.engine import CHECKS
+from streamdetect.engine import CHECKS, needs_table, run_checks
 from streamdetect.errors import StateError, TopologyError
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
@@ -183,3 +183,18 @@ def test_a_restored_detector_still_refuses_a_changed_column_type() -> None:
     with pytest.raises(TopologyError, match="earlier rows of it are String"):
         restored.update(Batch(views={"v2": views["v2"].with_columns(pl.col("Job").cast(pl.Categorical))}))
     assert restored.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("yao-figure3", "k-anonymity check needs the private table's rows \\(with effective functional"),
+        ("sind-figure2", "the sind check needs the private table's rows: set table.source"),
+    ],
+)
+def test_a_check_reading_the_table_without_one_says_which_and_why(name: str, message: str) -> None:
+    topology = load_topology(TOPOLOGY.parent / f"{name}.yaml")
+    views, _ = load_data(topology, with_table=False)
+    assert needs_table(topology, [config.name for config in topology.checks])
+    with pytest.raises(TopologyError, match=message):
+        run_checks(topology, views)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamdetect
-from streamdetect.checks.k_anonymity import k_anonymity_check, needs_table
+from streamdetect.checks.k_anonymity import KAnonymity, k_anonymity_check
 from streamdetect.checks.recomputed import RecomputedCheck, RowsState
 from streamdetect.io.sources import load_data
 
@@ -33,7 +33,7 @@ def test_cell_procedure_row_by_row_equals_one_batch() -> None:
 
 def test_conservative_method_keeps_the_table_in_its_state_and_merges() -> None:
     topology = streamdetect.load_topology(TOPOLOGIES / "yao-figure3.yaml")
-    assert needs_table(topology)
+    assert KAnonymity(topology).properties.needs_table
     views, table = load_data(topology)
     assert table is not None
     check = k_anonymity_check(topology)
@@ -44,4 +44,4 @@ def test_conservative_method_keeps_the_table_in_its_state_and_merges() -> None:
     check.update(right, {"v2": views["v2"]}, table.tail(table.height - 2))
     check.merge(left, right)
     assert sorted(f.id for f in check.result(left)) == once
-    assert not needs_table(streamdetect.load_topology(TOPOLOGIES / "yao-section631.yaml"))
+    assert not KAnonymity(streamdetect.load_topology(TOPOLOGIES / "yao-section631.yaml")).properties.needs_table
