@@ -249,7 +249,9 @@ class AssociationCoverCheck:
                 candidates = (
                     single.filter(pl.col("\0n") == 1).join(small, on=PF).filter(pl.col(sensitive).list.len() < self.k)
                 )
-                for code, sensitive_codes in candidates.select(identifier, sensitive).iter_rows():
+                # Many projection facts give the same cover: one Python step per distinct cover.
+                distinct = candidates.select(identifier, pl.col(sensitive).list.sort()).unique()
+                for code, sensitive_codes in distinct.iter_rows():
                     cover = (identifier, sensitive, code, frozenset(sensitive_codes))
                     covers.setdefault(cover, set()).add(holder.name)
         keyed = {((i, s, code), codes): views for (i, s, code, codes), views in covers.items()}

@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Generic, TypeVar, Union
 
 Scalar = Union[str, int, float, bool, dt.date, dt.datetime, None]
@@ -47,9 +48,10 @@ class _Identified:
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """Stable id: a hash of everything the finding says."""
+        """Stable id: a hash of everything the finding says (computed once per finding: diffs and reports
+        read it many times)."""
         return str(self.to_dict()["id"])
 
 
