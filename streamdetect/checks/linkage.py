@@ -386,15 +386,18 @@ class LinkageCheck:
             for task in self.tasks:
                 if name not in task.channel.views or task.key not in state.linked:
                     continue
-                relations = self._relations(state, task, name, gone, cache)
-                if relations is None:
+                if task.identifier in gone.columns:
+                    # The join rows of a withdrawn row hold its own identifier value: no join needed.
+                    ids = gone.get_column(task.identifier).drop_nulls().unique()
+                else:
+                    relations = self._relations(state, task, name, gone, cache)
+                    if relations is None:
+                        continue
+                    joined = linked_values(relations, task.identifier, task.sensitive, 1, shared)
+                    ids = joined.get_column(task.identifier)
+                if not ids.len():
                     continue
-                ids = linked_values(relations, task.identifier, task.sensitive, 1, shared)
-                if not ids.height:
-                    continue
-                hit = state.linked[task.key].filter(
-                    pl.col(task.identifier).is_in(ids.get_column(task.identifier).implode())
-                )
+                hit = state.linked[task.key].filter(pl.col(task.identifier).is_in(ids.implode()))
                 if task.sensitive in gone.columns:
                     # The join rows of a withdrawn row hold its own sensitive value: a capped set holding none
                     # of the withdrawn values kept the support of every value it holds, so it stays exact.
