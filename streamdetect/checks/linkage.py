@@ -107,6 +107,10 @@ class LinkageState:
     #: Per task, the identifier codes whose capped set holds k values: a cache (not serialized). With rows
     #: only arriving such a set never changes, so a delta join leaves these values out from the start.
     saturated: dict[TaskKey, pl.DataFrame] = field(default_factory=dict, compare=False)
+    #: Per (view, attributes), the distinct rows present projected, with the view's version: a cache.
+    projections: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int, int], pl.DataFrame]] = field(
+        default_factory=dict, compare=False
+    )
 
     def take_changes(self) -> dict[str, bytes]:
         """The state's growth since the last call, as keyed, append-only pieces (Arrow IPC bytes).
@@ -481,9 +485,25 @@ class LinkageCheck:
                 return None
             cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
             if cache_key not in cache:
-                cache[cache_key] = source.select(keep).drop_nulls().unique()
+                kept = self._projection(state, view, keep) if view != changed else None
+                cache[cache_key] = kept if kept is not None else source.select(keep).drop_nulls().unique()
             relations[view] = cache[cache_key]
         return relations
+
+    def _projection(self, state: LinkageState, view: str, keep: list[str]) -> pl.DataFrame | None:
+        """The distinct rows present of ``view`` on ``keep``, kept across batches while the view does not
+        change (a micro-batch changes one view: the others' projections are reused)."""
+        seen = state.seen
+        version = (seen.rows[view].height, seen.height(view), seen.logged.get(view, 0))
+        cached = state.projections.get((view, tuple(keep)))
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        rows = seen.present(view)
+        if rows is None:
+            return None
+        frame = rows.select(keep).drop_nulls().unique()
+        state.projections[(view, tuple(keep))] = (version, frame)
+        return frame
 
     def _apply(
         self,
