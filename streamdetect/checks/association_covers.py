@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import polars as pl
@@ -202,7 +203,12 @@ class AssociationCoverCheck:
                 columns.append(at.alias(PF))
             if not columns:
                 continue  # a view sharing nothing needed only has to be non-empty, and every view is
-            relations[view.name] = rows.select(columns).drop_nulls().unique()
+            # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then
+            # share their relations, and with them their eliminations (SharedWork keys by identity).
+            role = ("holder" if view.name == holder else "", view.name == changed, tuple(needed[view.name]))
+            relations[view.name] = shared.remember(
+                ("relation", view.name, *role), partial(_distinct_rows, rows, columns)
+            )
         if any(frame.is_empty() for frame in relations.values()):
             return
         found = linked_values(relations, PF, target, cap, shared)
@@ -318,3 +324,7 @@ def _order(finding: AssociationCoverFinding) -> tuple[str, str, str, tuple[str, 
         str(finding.identifier_value),
         tuple(map(str, finding.sensitive_values)),
     )
+
+
+def _distinct_rows(rows: pl.DataFrame, columns: list[pl.Expr | pl.Series]) -> pl.DataFrame:
+    return rows.select(columns).drop_nulls().unique()
