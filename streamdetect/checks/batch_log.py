@@ -8,25 +8,11 @@ a snapshot plus the batches since; writing costs the batch, not the state.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import polars as pl
-
 from streamdetect.checks.protocol import Batch
-
-
-def frame_to_ipc(frame: pl.DataFrame) -> bytes:
-    """A frame as Arrow IPC bytes (a state piece)."""
-    buffer = io.BytesIO()
-    frame.write_ipc(buffer)
-    return buffer.getvalue()
-
-
-def frame_from_ipc(data: bytes) -> pl.DataFrame:
-    """Inverse of :func:`frame_to_ipc`."""
-    return pl.read_ipc(io.BytesIO(data))
+from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
 
 
 @dataclass

@@ -19,7 +19,6 @@ Null is not a value: a row with a null in an attribute a channel uses drops out 
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,14 @@ import polars as pl
 from streamdetect.checks.certainty import IdentifierFacts, SelectionProof
 from streamdetect.checks.findings import Delta, LinkageFinding, diff
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
-from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
+from streamdetect.checks.seen_rows import (
+    SeenRows,
+    frame_from_ipc,
+    frame_from_text,
+    frame_to_ipc,
+    frame_to_text,
+    versioned_document,
+)
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
@@ -41,12 +47,6 @@ Progress = Callable[[int, int], None]
 #: Chunks an append-only linked set may have before it is made contiguous again.
 _MAX_CHUNKS = 16
 TaskKey = tuple[tuple[str, ...], str, str]
-
-
-def _ipc(frame: pl.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    frame.write_ipc(buffer)
-    return buffer.getvalue()
 
 
 def _continues(key: str, have: int, start: int) -> None:
@@ -132,12 +132,12 @@ class LinkageState:
             if events is not None:
                 name = f"occurrences/{view}"
                 start = self.marks.get(name, 0)
-                pieces[f"{name}/{start:012d}"] = _ipc(events)
+                pieces[f"{name}/{start:012d}"] = frame_to_ipc(events)
                 self.marks[name] = start + events.height
         for key, codes in self.unlinked.items():
             name = f"unlinked/{json.dumps([list(key[0]), key[1], key[2]])}"
             count = self.marks.get(name, 0)
-            pieces[f"{name}/{count:012d}"] = _ipc(pl.concat(codes).unique().to_frame())
+            pieces[f"{name}/{count:012d}"] = frame_to_ipc(pl.concat(codes).unique().to_frame())
             self.marks[name] = count + 1
         self.unlinked.clear()
         for key, frames in self.journal.items():
@@ -145,7 +145,7 @@ class LinkageState:
             appended = pl.concat(frames)
             # After dropping the unlinked codes' pairs, the set holds what it holds now minus the appends.
             start = self.linked[key].height - appended.height
-            pieces[f"{name}/{start:012d}"] = _ipc(appended)
+            pieces[f"{name}/{start:012d}"] = frame_to_ipc(appended)
             self.marks[name] = self.linked[key].height
         self.journal.clear()
         return pieces
@@ -153,7 +153,7 @@ class LinkageState:
     def _piece(self, pieces: dict[str, bytes], name: str, frame: pl.DataFrame) -> None:
         start = self.marks.get(name, 0)
         if frame.height > start:
-            pieces[f"{name}/{start:012d}"] = _ipc(frame.slice(start))
+            pieces[f"{name}/{start:012d}"] = frame_to_ipc(frame.slice(start))
             self.marks[name] = frame.height
 
     def apply_changes(self, pieces: Mapping[str, bytes]) -> None:
@@ -166,7 +166,7 @@ class LinkageState:
         for key, data in ordered:
             kind, rest = key.split("/", 1)
             name, start = rest.rsplit("/", 1)
-            frame = pl.read_ipc(io.BytesIO(data))
+            frame = frame_from_ipc(data)
             if kind == "values":
                 current = self.seen.dictionaries.get(name)
                 have = 0 if current is None else current.len()

@@ -18,16 +18,26 @@ import polars as pl
 from streamdetect.relational.dictionary import Dictionaries, decode_frame, encode, lookup
 
 
-def frame_to_text(frame: pl.DataFrame) -> str:
-    """A frame as base64 Arrow IPC, for JSON envelopes of serialized states."""
+def frame_to_ipc(frame: pl.DataFrame) -> bytes:
+    """A frame as Arrow IPC bytes (a state piece)."""
     buffer = io.BytesIO()
     frame.write_ipc(buffer)
-    return base64.b64encode(buffer.getvalue()).decode()
+    return buffer.getvalue()
+
+
+def frame_from_ipc(data: bytes) -> pl.DataFrame:
+    """Inverse of :func:`frame_to_ipc`."""
+    return pl.read_ipc(io.BytesIO(data))
+
+
+def frame_to_text(frame: pl.DataFrame) -> str:
+    """A frame as base64 Arrow IPC, for JSON envelopes of serialized states."""
+    return base64.b64encode(frame_to_ipc(frame)).decode()
 
 
 def frame_from_text(text: str) -> pl.DataFrame:
     """Inverse of :func:`frame_to_text`."""
-    return pl.read_ipc(io.BytesIO(base64.b64decode(text)))
+    return frame_from_ipc(base64.b64decode(text))
 
 
 @dataclass
