@@ -49,6 +49,11 @@ _MAX_CHUNKS = 16
 TaskKey = tuple[tuple[str, ...], str, str]
 
 
+def _task_name(key: TaskKey) -> str:
+    """A task's key as the text of its state pieces' names (JSON: channel views, identifier, sensitive)."""
+    return json.dumps([list(key[0]), key[1], key[2]])
+
+
 def _continues(key: str, have: int, start: int) -> None:
     if have != start:
         raise ValueError(f"state piece {key!r} starts at {start} but the state holds {have}: a piece is missing")
@@ -135,13 +140,13 @@ class LinkageState:
                 pieces[f"{name}/{start:012d}"] = frame_to_ipc(events)
                 self.marks[name] = start + events.height
         for key, codes in self.unlinked.items():
-            name = f"unlinked/{json.dumps([list(key[0]), key[1], key[2]])}"
+            name = f"unlinked/{_task_name(key)}"
             count = self.marks.get(name, 0)
             pieces[f"{name}/{count:012d}"] = frame_to_ipc(pl.concat(codes).unique().to_frame())
             self.marks[name] = count + 1
         self.unlinked.clear()
         for key, frames in self.journal.items():
-            name = f"linked/{json.dumps([list(key[0]), key[1], key[2]])}"
+            name = f"linked/{_task_name(key)}"
             appended = pl.concat(frames)
             # After dropping the unlinked codes' pairs, the set holds what it holds now minus the appends.
             start = self.linked[key].height - appended.height
@@ -196,10 +201,9 @@ class LinkageState:
                 self.linked[task] = frame if linked is None else pl.concat([linked, frame])
             self.marks[f"{kind}/{name}"] = self.marks.get(f"{kind}/{name}", 0) + frame.height
         self.saturated.clear()
-        for view, rows in self.seen.rows.items():
-            self.marks[f"rows/{view}"] = rows.height
+        # An unlinked piece shrinks a set, so a task's mark is its height, not the sum of its pieces.
         for task_key, pairs in self.linked.items():
-            self.marks[f"linked/{json.dumps([list(task_key[0]), task_key[1], task_key[2]])}"] = pairs.height
+            self.marks[f"linked/{_task_name(task_key)}"] = pairs.height
         self.open = None
 
     def to_bytes(self) -> bytes:
@@ -225,9 +229,7 @@ class LinkageState:
         state.marks |= {f"rows/{view}": rows.height for view, rows in state.seen.rows.items()}
         state.marks |= {f"occurrences/{view}": count for view, count in state.seen.logged.items()}
         state.marks |= document["unlinked"]
-        state.marks |= {
-            f"linked/{json.dumps([list(key[0]), key[1], key[2]])}": frame.height for key, frame in state.linked.items()
-        }
+        state.marks |= {f"linked/{_task_name(key)}": frame.height for key, frame in state.linked.items()}
         return state
 
 
@@ -415,8 +417,8 @@ class LinkageCheck:
     ) -> None:
         """Recompute the capped sets of the identifier values reached, per task, from the rows present."""
         by_key = {task.key: task for task in self.tasks}
-        # Views without the identifier enter every task unfiltered: shared, with their eliminations.
-        cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+        # Views without the identifier enter every task as their kept projections: shared, with their
+        # eliminations; those holding it are restricted to the values reached.
         shared = SharedWork()
         for key, parts in reached.items():
             task = by_key[key]
@@ -424,15 +426,11 @@ class LinkageCheck:
             touched.setdefault(task.identifier, []).append(codes)
             relations = {}
             for view, keep in self._needed(task).items():
-                rows = state.seen.present(view)
-                assert rows is not None  # the task has linked sets: every view of its channel published
+                relation = self._projection(state, view, keep)
+                assert relation is not None  # the task has linked sets: every view of its channel published
                 if task.identifier in keep:
-                    relation = rows.select(keep).drop_nulls().filter(pl.col(task.identifier).is_in(codes.implode()))
-                    relations[view] = relation.unique()
-                    continue
-                if (view, tuple(keep)) not in cache:
-                    cache[(view, tuple(keep))] = rows.select(keep).drop_nulls().unique()
-                relations[view] = cache[(view, tuple(keep))]
+                    relation = relation.filter(pl.col(task.identifier).is_in(codes.implode()))
+                relations[view] = relation
             linked = state.linked[key]
             kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
             again = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
@@ -480,27 +478,31 @@ class LinkageCheck:
         others, each projected on what the task needs (None when one is empty: the join is)."""
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
-            source = delta if view == changed else state.seen.present(view)
-            if source is None or source.is_empty():
+            if view == changed:
+                # The delta's projections are shared by the tasks of one batch (``cache``).
+                if (view, tuple(keep)) not in cache:
+                    cache[(view, tuple(keep))] = delta.select(keep).drop_nulls().unique()
+                relation: pl.DataFrame | None = cache[(view, tuple(keep))]
+            else:
+                relation = self._projection(state, view, keep)
+            if relation is None or relation.is_empty():
                 return None
-            cache_key = (view if view != changed else f"\0delta:{view}", tuple(keep))
-            if cache_key not in cache:
-                kept = self._projection(state, view, keep) if view != changed else None
-                cache[cache_key] = kept if kept is not None else source.select(keep).drop_nulls().unique()
-            relations[view] = cache[cache_key]
+            relations[view] = relation
         return relations
 
     def _projection(self, state: LinkageState, view: str, keep: list[str]) -> pl.DataFrame | None:
         """The distinct rows present of ``view`` on ``keep``, kept across batches while the view does not
         change (a micro-batch changes one view: the others' projections are reused)."""
         seen = state.seen
-        version = (seen.rows[view].height, seen.height(view), seen.logged.get(view, 0))
+        rows = seen.rows.get(view)
+        if rows is None:
+            return None  # nothing published yet
+        version = (rows.height, seen.height(view), seen.logged.get(view, 0))
         cached = state.projections.get((view, tuple(keep)))
         if cached is not None and cached[0] == version:
             return cached[1]
         rows = seen.present(view)
-        if rows is None:
-            return None
+        assert rows is not None
         frame = rows.select(keep).drop_nulls().unique()
         state.projections[(view, tuple(keep))] = (version, frame)
         return frame
