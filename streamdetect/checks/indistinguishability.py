@@ -320,10 +320,10 @@ class SindCheck:
         components choose independently and differ unless both are certain, merged elsewhere). Classes
         with two current values always differ. A comparison beyond the budgets makes the class inexact.
         """
-        uniform = {block.rows[0] for block in blocks if block.rows[0] in verdicts}
         by_component: dict[int, list[int]] = {}
         for index, block in enumerate(blocks):
-            if block.rows[0] in uniform and verdicts[block.rows[0]] is not True:
+            # Only uniform classes have a verdict; certain ones (True) are merged per value elsewhere.
+            if verdicts.get(block.rows[0], True) is not True:
                 by_component.setdefault(oracle.component(block.rows[0]), []).append(index)
         parent = list(range(len(blocks)))
 
