@@ -41,7 +41,7 @@ from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import decode, decode_frame
-from streamdetect.relational.linked_values import SharedWork, linked_values
+from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
 
 Progress = Callable[[int, int], None]
 #: Chunks an append-only linked set may have before it is made contiguous again.
@@ -89,6 +89,23 @@ class LinkageTask:
 
 
 @dataclass
+class TaskSets:
+    """One task's capped sets split for updates (derived from the linked pairs; a cache).
+
+    ``saturated``: the identifier codes whose set holds k values. With rows only arriving such a set never
+    changes, so a delta join leaves these values out from the start (append-only while rows arrive).
+    ``partial``: the pairs of the other codes, each below k: the disclosed values, and the only sets a
+    delta can still grow, so merging a delta and diffing findings read these, not every pair.
+    ``filtered``: per view holding the identifier, its projection without the saturated codes, with the
+    projection's version and how much of ``saturated`` it has left out.
+    """
+
+    saturated: pl.DataFrame
+    partial: pl.DataFrame
+    filtered: dict[str, tuple[tuple[int, int, int], int, pl.DataFrame]] = field(default_factory=dict)
+
+
+@dataclass
 class LinkageState:
     """The check's state, mutated by updates.
 
@@ -109,9 +126,10 @@ class LinkageState:
     #: Per task, the identifier codes whose linked sets a withdrawal dropped since the last
     #: :meth:`take_changes` (their recomputed pairs are in the journal).
     unlinked: dict[TaskKey, list[pl.Series]] = field(default_factory=dict, compare=False)
-    #: Per task, the identifier codes whose capped set holds k values: a cache (not serialized). With rows
-    #: only arriving such a set never changes, so a delta join leaves these values out from the start.
-    saturated: dict[TaskKey, pl.DataFrame] = field(default_factory=dict, compare=False)
+    #: Per task, its capped sets split by saturation (:class:`TaskSets`): a cache, not serialized.
+    sets: dict[TaskKey, TaskSets] = field(default_factory=dict, compare=False)
+    #: Per (task, changed view), the elimination order of its delta joins: recorded once, replayed after.
+    plans: dict[tuple[TaskKey, str], Plan] = field(default_factory=dict, compare=False)
     #: Per (view, attributes), the distinct rows present projected, with the view's version: a cache.
     projections: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int, int], pl.DataFrame]] = field(
         default_factory=dict, compare=False
@@ -200,7 +218,7 @@ class LinkageState:
                 _continues(key, 0 if linked is None else linked.height, int(start))
                 self.linked[task] = frame if linked is None else pl.concat([linked, frame])
             self.marks[f"{kind}/{name}"] = self.marks.get(f"{kind}/{name}", 0) + frame.height
-        self.saturated.clear()
+        self.sets.clear()
         # An unlinked piece shrinks a set, so a task's mark is its height, not the sum of its pieces.
         for task_key, pairs in self.linked.items():
             self.marks[f"linked/{_task_name(task_key)}"] = pairs.height
@@ -436,7 +454,7 @@ class LinkageCheck:
             again = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
             again = again.select(kept.columns)
             state.linked[key] = pl.concat([kept, again]).rechunk()
-            state.saturated.pop(key, None)
+            state.sets.pop(key, None)
             # The pieces: drop the codes' pairs, then append; pairs journaled before are dropped the same way.
             state.unlinked.setdefault(key, []).append(codes)
             dropped = ~pl.col(task.identifier).is_in(codes.implode())
@@ -522,55 +540,89 @@ class LinkageCheck:
         relations = self._relations(state, task, changed, new_rows, cache)
         if relations is None:
             return None
-        current = state.linked.get(task.key)
         identifier, sensitive = task.identifier, task.sensitive
-        if current is not None:
-            saturated = state.saturated.get(task.key)
-            if saturated is None:
-                saturated = current.group_by(identifier).len().filter(pl.col("len") >= self.k).select(identifier)
-                state.saturated[task.key] = saturated
-            if saturated.height:
-                relations = {
-                    view: relation.join(saturated, on=identifier, how="anti")
-                    if identifier in relation.columns
-                    else relation
-                    for view, relation in relations.items()
-                }
-        found = linked_values(relations, identifier, sensitive, self.k, shared)
+        sets = self._sets(state, task.key)
+        if sets is not None and sets.saturated.height:
+            relations = {
+                view: self._unsaturated(state, sets, identifier, view, relation, delta=view == changed)
+                if identifier in relation.columns
+                else relation
+                for view, relation in relations.items()
+            }
+        plan = state.plans.setdefault((task.key, changed), Plan())
+        found = linked_values(relations, identifier, sensitive, self.k, shared, plan=plan)
         if found.is_empty():
             return None
-        if current is None:
-            added = found
+        if sets is None:
+            added = found  # the task's first pairs, already at most k per code
         else:
-            # Linked sets only grow: append the new pairs of the keys still below k, up to k per key
-            # (a saturated set cannot change a finding). Earlier pairs are never rewritten, so the
-            # state is append-only and a journal of appended pairs replays it (take_changes).
-            earlier = current.join(found.select(identifier).unique(), on=identifier, how="semi")
-            counts = earlier.group_by(identifier).len("\0before")
-            candidates = (
-                found.join(earlier, on=[identifier, sensitive], how="anti")
-                .join(counts, on=identifier, how="left")
-                .with_columns(pl.col("\0before").fill_null(0))
-                .filter(pl.col("\0before") < self.k)
+            # Every code found is below k (saturated codes were left out): merge with the partial sets
+            # only. Earlier pairs first, so they survive the cap and the rows after them are the new ones.
+            earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
+            merged = (
+                pl.concat([earlier, found.select(earlier.columns)])
+                .unique(keep="first", maintain_order=True)
+                .filter(pl.int_range(pl.len()).over(identifier) < self.k)
             )
-            # New keys take the delta's pairs as they are (already at most k); only the few keys partly
-            # filled before need a per-key limit.
-            partial = candidates.filter(pl.col("\0before") > 0)
-            if partial.height:
-                partial = partial.filter(pl.int_range(pl.len()).over(identifier) < self.k - pl.col("\0before"))
-            added = pl.concat([candidates.filter(pl.col("\0before") == 0), partial]).select(identifier, sensitive)
+            added = merged.slice(earlier.height)
             if added.is_empty():
                 return None
+        current = state.linked.get(task.key)
         grown = added if current is None else pl.concat([current, added], rechunk=False)
-        # Appends fragment the frame; rechunk now and then (amortised O(1) per appended row).
+        # Appends fragment the frame; rechunk now and then (amortised O(1) per appended row). Earlier
+        # pairs are never rewritten, so the state is append-only and a journal replays it (take_changes).
         state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
         state.journal.setdefault(task.key, []).append(added)
-        grew = added.select(identifier).unique()
-        if task.key in state.saturated:
-            full = grown.join(grew, on=identifier, how="semi").group_by(identifier).len()
-            now = full.filter(pl.col("len") >= self.k).select(identifier)
-            state.saturated[task.key] = pl.concat([state.saturated[task.key], now])
-        return grew
+        if sets is None:
+            self._sets(state, task.key)
+        else:
+            partial = pl.concat([sets.partial, added])
+            counts = (
+                partial.join(added.select(identifier).unique(), on=identifier, how="semi").group_by(identifier).len()
+            )
+            full = counts.filter(pl.col("len") >= self.k).select(identifier)
+            if full.height:
+                sets.saturated = pl.concat([sets.saturated, full])
+                partial = partial.join(full, on=identifier, how="anti")
+            sets.partial = partial
+        return added.select(identifier).unique()
+
+    def _sets(self, state: LinkageState, key: TaskKey) -> TaskSets | None:
+        """The task's capped sets split by saturation (None before its first pairs); O(pairs) to build."""
+        sets = state.sets.get(key)
+        if sets is None:
+            linked = state.linked.get(key)
+            if linked is None:
+                return None
+            identifier = key[1]
+            counts = linked.group_by(identifier).len()
+            below = counts.filter(pl.col("len") < self.k).select(identifier)
+            sets = TaskSets(
+                saturated=counts.filter(pl.col("len") >= self.k).select(identifier),
+                partial=linked.join(below, on=identifier, how="semi"),
+            )
+            state.sets[key] = sets
+        return sets
+
+    @staticmethod
+    def _unsaturated(
+        state: LinkageState, sets: TaskSets, identifier: str, view: str, relation: pl.DataFrame, *, delta: bool
+    ) -> pl.DataFrame:
+        """``relation`` without the saturated identifier codes. A stored view's projection keeps its filtered
+        form across batches: while neither changes it is reused, and when only codes were saturated since,
+        only those are taken out of the smaller filtered frame."""
+        if delta:
+            return relation.join(sets.saturated, on=identifier, how="anti")
+        version = state.projections[(view, tuple(relation.columns))][0]
+        cached = sets.filtered.get(view)
+        if cached is not None and cached[0] == version:
+            _, left_out, frame = cached
+            if left_out < sets.saturated.height:
+                frame = frame.join(sets.saturated.slice(left_out), on=identifier, how="anti")
+        else:
+            frame = relation.join(sets.saturated, on=identifier, how="anti")
+        sets.filtered[view] = (version, sets.saturated.height, frame)
+        return frame
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state into ``state``, exactly, by replaying its rows."""
@@ -632,16 +684,15 @@ class LinkageCheck:
         for task in self.tasks:
             if task.identifier != identifier or task.sensitive != sensitive or without & set(task.channel.views):
                 continue
-            frame = state.linked.get(task.key)
-            if frame is not None and codes is not None:
-                frame = frame.filter(pl.col(identifier).is_in(codes.implode()))
-            if frame is None or frame.is_empty():
+            sets = self._sets(state, task.key)
+            if sets is None:
                 continue
-            # Count first, gather value lists only for the few identifier values below k.
-            below = frame.group_by(identifier).len().filter(pl.col("len") < self.k).select(identifier)
-            found.append(
-                (task, frame.join(below, on=identifier, how="semi").group_by(identifier).agg(pl.col(sensitive)))
-            )
+            frame = sets.partial  # every code of the partial sets is below k: disclosed
+            if codes is not None:
+                frame = frame.filter(pl.col(identifier).is_in(codes.implode()))
+            if frame.is_empty():
+                continue
+            found.append((task, frame.group_by(identifier).agg(pl.col(sensitive))))
         return found
 
     def _result_pair(

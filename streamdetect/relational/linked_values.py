@@ -23,6 +23,7 @@ sets on BP about linear in the input times k.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 
 import polars as pl
@@ -71,14 +72,37 @@ class SharedWork:
         return self.results[key]
 
 
+@dataclass
+class Plan:
+    """The order in which one elimination run eliminated its attributes, for runs of the same shape.
+
+    The first run with a plan records the greedy choices; later runs replay them without estimating
+    costs (the distinct counts behind the estimates cost as much as a small delta's joins). An order
+    never changes the result, only the work: a stream update keeps one plan per (task, changed view),
+    whose relations have the same schemas batch after batch.
+    """
+
+    order: list[str] = field(default_factory=list)
+    recorded: bool = False
+
+
 class _Elimination:
     """The factors of one elimination run."""
 
     def __init__(
-        self, relations: Mapping[str, pl.DataFrame], source: str, target: str, k: int, shared: SharedWork
+        self,
+        relations: Mapping[str, pl.DataFrame],
+        source: str,
+        target: str,
+        k: int,
+        shared: SharedWork,
+        *,
+        plan: Plan | None = None,
     ) -> None:
         self.source, self.target, self.k = source, target, k
         self.shared = shared
+        self.plan = plan
+        self.position = 0
         self.factors: dict[str, pl.DataFrame] = dict(relations)
         # A join of relations that lost every attribute is a constant: true when non-empty.
         self.empty = False
@@ -133,13 +157,12 @@ class _Elimination:
             columns |= set(frame.columns)
         return size
 
-    def step(self) -> bool:
-        """Eliminate the cheapest attribute; False when only E and T remain."""
-        variables = sorted(
-            {column for frame in self.factors.values() for column in frame.columns} - {self.source, self.target}
-        )
-        if not variables:
-            return False
+    def _choose(self, variables: list[str]) -> str:
+        """The planned attribute when a recorded plan has it, else the cheapest by estimate."""
+        plan, position = self.plan, self.position
+        self.position += 1
+        if plan is not None and plan.recorded and position < len(plan.order) and plan.order[position] in variables:
+            return plan.order[position]
         best: tuple[float, int, str] | None = None
         for variable in variables:
             holders = [name for name, frame in self.factors.items() if variable in frame.columns]
@@ -147,7 +170,18 @@ class _Elimination:
             if best is None or candidate < best:
                 best = candidate
         assert best is not None
-        variable = best[2]
+        if plan is not None and not plan.recorded:
+            plan.order.append(best[2])
+        return best[2]
+
+    def step(self) -> bool:
+        """Eliminate the cheapest attribute; False when only E and T remain."""
+        variables = sorted(
+            {column for frame in self.factors.values() for column in frame.columns} - {self.source, self.target}
+        )
+        if not variables:
+            return False
+        variable = self._choose(variables)
         holders = [name for name, frame in self.factors.items() if variable in frame.columns]
         inputs = [self.factors.pop(name) for name in holders]
         rest = {column for frame in self.factors.values() for column in frame.columns}
@@ -180,20 +214,25 @@ def linked_values(
     target: str,
     k: int,
     shared: SharedWork | None = None,
+    *,
+    plan: Plan | None = None,
 ) -> pl.DataFrame:
     """Frame ``[source, target]``: for each source value in the join, up to ``k`` linked target values.
 
     ``relations`` must be sets (distinct rows) without nulls whose schema contains ``source`` and
     ``target``; relations not connected to them only matter by being empty or not. Exact for "fewer
     than k or not", and the set itself when fewer than k.
-    ``shared`` lets the runs of one batch reuse each other's work (see :class:`SharedWork`).
+    ``shared`` lets the runs of one batch reuse each other's work (see :class:`SharedWork`); ``plan``
+    records the elimination order on a first run and replays it on later ones (see :class:`Plan`).
     """
     if any(frame.is_empty() for frame in relations.values()):
         schema: dict[str, pl.DataType] = {}
         for frame in relations.values():
             schema.update(frame.schema)
         return pl.DataFrame(schema={source: schema[source], target: schema[target]})
-    elimination = _Elimination(relations, source, target, k, shared if shared is not None else SharedWork())
+    elimination = _Elimination(relations, source, target, k, shared if shared is not None else SharedWork(), plan=plan)
     while elimination.step():
         pass
+    if plan is not None:
+        plan.recorded = True
     return elimination.result()
