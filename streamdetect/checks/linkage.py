@@ -44,9 +44,11 @@ from streamdetect.relational.dictionary import decode, decode_frame
 from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
 
 Progress = Callable[[int, int], None]
-#: Chunks an append-only linked set may have before it is made contiguous again.
+#: Chunks an append-only frame (linked set, projection) may have before it is made contiguous again.
 _MAX_CHUNKS = 16
 TaskKey = tuple[tuple[str, ...], str, str]
+#: A flag column marking a delta's pairs among earlier ones (a name no attribute can have).
+_NEW = "\0new"
 
 
 def _task_name(key: TaskKey) -> str:
@@ -96,12 +98,15 @@ class TaskSets:
     changes, so a delta join leaves these values out from the start (append-only while rows arrive).
     ``partial``: the pairs of the other codes, each below k: the disclosed values, and the only sets a
     delta can still grow, so merging a delta and diffing findings read these, not every pair.
+    ``mask``: the same codes as a boolean per code.
     ``filtered``: per view holding the identifier, its projection without the saturated codes, with the
     projection's version and how much of ``saturated`` it has left out.
     """
 
     saturated: pl.DataFrame
     partial: pl.DataFrame
+    #: Per identifier code, whether it is saturated: a delta is checked in O(delta), not by a hash join.
+    mask: pl.Series
     filtered: dict[str, tuple[tuple[int, int, int], int, pl.DataFrame]] = field(default_factory=dict)
 
 
@@ -361,7 +366,9 @@ class LinkageCheck:
         if withdrawn:
             self._withdraw(state, withdrawn, attributes, touched)
         for name, frame in pending:
+            before = self._version(state, name)
             new, _ = state.seen.add(name, frame, attributes[name])
+            self._grow_projections(state, name, before, new)
             for identifier in self.identifiers:
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
@@ -508,14 +515,36 @@ class LinkageCheck:
             relations[view] = relation
         return relations
 
-    def _projection(self, state: LinkageState, view: str, keep: list[str]) -> pl.DataFrame | None:
-        """The distinct rows present of ``view`` on ``keep``, kept across batches while the view does not
-        change (a micro-batch changes one view: the others' projections are reused)."""
+    @staticmethod
+    def _version(state: LinkageState, view: str) -> tuple[int, int, int]:
+        """What identifies the rows present of ``view``: distinct rows stored, present, count events."""
         seen = state.seen
         rows = seen.rows.get(view)
-        if rows is None:
+        return (0, 0, 0) if rows is None else (rows.height, seen.height(view), seen.logged.get(view, 0))
+
+    def _grow_projections(
+        self, state: LinkageState, view: str, before: tuple[int, int, int], arrived: pl.DataFrame
+    ) -> None:
+        """Add rows that became present to the view's kept projections that were current: O(batch) plus
+        one hash probe, instead of projecting every row present again. Rows only arriving, a projection
+        only grows; after a withdrawal a projection is no longer current and is rebuilt when next asked."""
+        now = self._version(state, view)
+        for (name, keep), (version, kept) in list(state.projections.items()):
+            if name != view or version != before:
+                continue
+            fresh = arrived.select(keep).drop_nulls().unique()
+            if kept.height:
+                fresh = fresh.join(kept, on=list(keep), how="anti")
+            grown = pl.concat([kept, fresh]) if fresh.height else kept
+            state.projections[(name, keep)] = (now, grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown)
+
+    def _projection(self, state: LinkageState, view: str, keep: list[str]) -> pl.DataFrame | None:
+        """The distinct rows present of ``view`` on ``keep``, kept across batches (a micro-batch changes one
+        view: the others' projections are reused; the changed view's grow, :meth:`_grow_projections`)."""
+        seen = state.seen
+        if view not in seen.rows:
             return None  # nothing published yet
-        version = (rows.height, seen.height(view), seen.logged.get(view, 0))
+        version = self._version(state, view)
         cached = state.projections.get((view, tuple(keep)))
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -553,38 +582,48 @@ class LinkageCheck:
         found = linked_values(relations, identifier, sensitive, self.k, shared, plan=plan)
         if found.is_empty():
             return None
+        current = state.linked.get(task.key)
         if sets is None:
-            added = found  # the task's first pairs, already at most k per code
+            state.linked[task.key] = found  # the task's first pairs, already at most k per code
+            state.journal.setdefault(task.key, []).append(found)
+            self._sets(state, task.key)
+            return found.select(identifier).unique()
+        # Every code found is below k (saturated codes were left out): merge with the partial sets only.
+        earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
+        if earlier.is_empty():
+            merged = added = found  # new codes only (a delta's common case): already at most k per code
         else:
-            # Every code found is below k (saturated codes were left out): merge with the partial sets
-            # only. Earlier pairs first, so they survive the cap and the rows after them are the new ones.
-            earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
+            # Earlier pairs come first, so they survive the dedup and the cap (group heads keep order).
             merged = (
-                pl.concat([earlier, found.select(earlier.columns)])
-                .unique(keep="first", maintain_order=True)
-                .filter(pl.int_range(pl.len()).over(identifier) < self.k)
+                pl.concat(
+                    [
+                        earlier.with_columns(pl.lit(False).alias(_NEW)),
+                        found.select(*earlier.columns, pl.lit(True).alias(_NEW)),
+                    ]
+                )
+                .unique([identifier, sensitive], keep="first", maintain_order=True)
+                .group_by(identifier, maintain_order=True)
+                .head(self.k)
             )
-            added = merged.slice(earlier.height)
+            added = merged.filter(pl.col(_NEW)).select(identifier, sensitive)
             if added.is_empty():
                 return None
-        current = state.linked.get(task.key)
-        grown = added if current is None else pl.concat([current, added], rechunk=False)
+        assert current is not None
+        grown = pl.concat([current, added], rechunk=False)
         # Appends fragment the frame; rechunk now and then (amortised O(1) per appended row). Earlier
         # pairs are never rewritten, so the state is append-only and a journal replays it (take_changes).
         state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
         state.journal.setdefault(task.key, []).append(added)
-        if sets is None:
-            self._sets(state, task.key)
-        else:
-            partial = pl.concat([sets.partial, added])
-            counts = (
-                partial.join(added.select(identifier).unique(), on=identifier, how="semi").group_by(identifier).len()
-            )
-            full = counts.filter(pl.col("len") >= self.k).select(identifier)
-            if full.height:
-                sets.saturated = pl.concat([sets.saturated, full])
+        full = merged.group_by(identifier).len().filter(pl.col("len") >= self.k).select(identifier)
+        partial = sets.partial
+        if full.height:
+            self._saturate(state, sets, identifier, full)
+            if not earlier.is_empty():
                 partial = partial.join(full, on=identifier, how="anti")
-            sets.partial = partial
+            added_partial = added.join(full, on=identifier, how="anti")
+        else:
+            added_partial = added
+        sets.partial = pl.concat([partial, added_partial]) if added_partial.height else partial
         return added.select(identifier).unique()
 
     def _sets(self, state: LinkageState, key: TaskKey) -> TaskSets | None:
@@ -598,21 +637,43 @@ class LinkageCheck:
             counts = linked.group_by(identifier).len()
             below = counts.filter(pl.col("len") < self.k).select(identifier)
             sets = TaskSets(
-                saturated=counts.filter(pl.col("len") >= self.k).select(identifier),
+                saturated=linked.clear().select(identifier),
                 partial=linked.join(below, on=identifier, how="semi"),
+                mask=pl.Series(dtype=pl.Boolean),
             )
+            self._saturate(state, sets, identifier, counts.filter(pl.col("len") >= self.k).select(identifier))
             state.sets[key] = sets
         return sets
 
     @staticmethod
+    def _mask(state: LinkageState, sets: TaskSets, identifier: str) -> pl.Series:
+        """The saturation mask, as long as the identifier's dictionary (codes given since are not saturated)."""
+        size = state.seen.dictionaries[identifier].len()
+        if sets.mask.len() < size:
+            sets.mask = sets.mask.extend_constant(False, size - sets.mask.len())
+        return sets.mask
+
+    def _saturate(self, state: LinkageState, sets: TaskSets, identifier: str, codes: pl.DataFrame) -> None:
+        """Mark identifier codes whose sets reached k values."""
+        if codes.height:
+            sets.saturated = pl.concat([sets.saturated, codes])
+            sets.mask = self._mask(state, sets, identifier).scatter(codes.get_column(identifier), True)
+
     def _unsaturated(
-        state: LinkageState, sets: TaskSets, identifier: str, view: str, relation: pl.DataFrame, *, delta: bool
+        self,
+        state: LinkageState,
+        sets: TaskSets,
+        identifier: str,
+        view: str,
+        relation: pl.DataFrame,
+        *,
+        delta: bool,
     ) -> pl.DataFrame:
-        """``relation`` without the saturated identifier codes. A stored view's projection keeps its filtered
-        form across batches: while neither changes it is reused, and when only codes were saturated since,
-        only those are taken out of the smaller filtered frame."""
+        """``relation`` without the saturated identifier codes. A delta is looked up in the saturation mask,
+        O(delta). A stored view's projection keeps its filtered form across batches: while neither changes
+        it is reused, and when only codes were saturated since, only those are taken out of it."""
         if delta:
-            return relation.join(sets.saturated, on=identifier, how="anti")
+            return relation.filter(~self._mask(state, sets, identifier).gather(relation.get_column(identifier)))
         version = state.projections[(view, tuple(relation.columns))][0]
         cached = sets.filtered.get(view)
         if cached is not None and cached[0] == version:
@@ -620,7 +681,7 @@ class LinkageCheck:
             if left_out < sets.saturated.height:
                 frame = frame.join(sets.saturated.slice(left_out), on=identifier, how="anti")
         else:
-            frame = relation.join(sets.saturated, on=identifier, how="anti")
+            frame = relation.filter(~self._mask(state, sets, identifier).gather(relation.get_column(identifier)))
         sets.filtered[view] = (version, sets.saturated.height, frame)
         return frame
 
