@@ -34,6 +34,7 @@ from streamdetect.checks.association_covers import minimal_covers
 from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.model.predicates import Predicate, attributes_of, evaluate, literals_of
 from streamdetect.model.topology import ViewDefinition
+from streamdetect.relational.linked_values import linked_values
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class SelectionCoverCheck:
     identifiers: tuple[str, ...]
     sensitive: tuple[str, ...]
     k: int = 2
+    #: "auto": aggregate the cells per pattern by joins when every selection allows it, else enumerate them;
+    #: "enumerate": always enumerate (Figure 5 as printed); "aggregate": refuse selections that need cells.
+    method: str = "auto"
 
     def run(
         self, frames: Mapping[str, pl.DataFrame], table: pl.DataFrame | None = None
@@ -98,13 +102,85 @@ class SelectionCoverCheck:
                 for attribute, value in literals_of(view.where):
                     known.setdefault(attribute, set()).add(value)
         representatives = {a: _representatives(values, self.k) for a, values in known.items()}
-        cells = list(self._cells(rows))
+        cells: list[_Cell] | None = None
         findings: list[AssociationCoverFinding] = []
         for identifier in self.identifiers:
             for sensitive in self.sensitive:
-                if identifier in known and sensitive in known:
-                    findings.extend(self._covers(cells, rows, representatives, identifier, sensitive))
+                if identifier not in known or sensitive not in known:
+                    continue
+                sets = None
+                if self.method != "enumerate":
+                    sets = self._aggregated(frames, representatives, identifier, sensitive)
+                if sets is None:
+                    if self.method == "aggregate":
+                        raise ValueError("the selections need the enumerated cells (method 'enumerate' or 'auto')")
+                    cells = list(self._cells(rows)) if cells is None else cells
+                    sets = self._enumerated(cells, representatives, identifier, sensitive)
+                findings.extend(self._covers(*sets, identifier, sensitive))
         return findings
+
+    def _aggregated(
+        self,
+        frames: Mapping[str, pl.DataFrame],
+        representatives: Mapping[str, list[Representative]],
+        identifier: str,
+        sensitive: str,
+    ) -> tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]] | None:
+        """Per PF, its identifier and sensitive values over its cells, without enumerating the cells; None
+        when a selection needs them (:func:`_pattern_relations`).
+
+        The cells that choose a row in the same views (a *pattern*: which selected views a tuple falls
+        outside of) are the natural join of those views' rows, the selections being row filters. A PF's
+        values over its cells are then linked values through that join, capped (2 identifier values, k
+        sensitive values: all a cover needs), by :func:`~streamdetect.relational.linked_values.linked_values`;
+        an attribute no chosen view holds is free, so unbounded. O(2^s) joins for s selected views, each
+        about linear in the rows instead of the product of the views.
+        """
+        ids: dict[tuple[int, int], set[Any]] = {}
+        values: dict[tuple[int, int], set[Any]] = {}
+        # A PF is a distinct row of its view: numbered once, so that every pattern names it alike.
+        numbered = {
+            view.name: frames[view.name]
+            .select(view.attributes)
+            .drop_nulls()
+            .unique()
+            .with_row_index(_row(position), offset=1)
+            for position, view in enumerate(self.views)
+        }
+        selected = [i for i, view in enumerate(self.views) if view.where is not None]
+        for outside in product([False, True], repeat=len(selected)):
+            out = {i for i, o in zip(selected, outside, strict=True) if o}
+            pattern = _pattern_relations(self.views, numbered, out, representatives, (identifier, sensitive))
+            if pattern is _NEEDS_CELLS:
+                return None
+            if not isinstance(pattern, _Pattern):
+                continue  # no tuple falls in this pattern
+            relations = pattern.relations
+            held = {a for frame in relations.values() for a in frame.columns}
+            for position, view in enumerate(self.views):
+                if position in out:
+                    continue
+                # Only the PF's own view keeps its row numbers (the others' would be joined on).
+                source = _row(position)
+                named = {
+                    name: frame.select(c for c in frame.columns if not c.startswith(_ROW) or c == source)
+                    for name, frame in relations.items()
+                }
+                # Every PF with a cell: linked to some value of an attribute its view holds.
+                present = linked_values(named, source, view.attributes[0], 1).get_column(source).to_list()
+                for attribute, target, cap, free in (
+                    (identifier, ids, 2, pattern.free_ids),
+                    (sensitive, values, self.k, pattern.free_values),
+                ):
+                    for number in present:
+                        target.setdefault((position, number), set())
+                    if attribute not in held:
+                        for number in present:  # free: the selections' representatives, or unbounded
+                            target[(position, number)].update({_MANY} if free is None else free)
+                        continue
+                    for number, value in linked_values(named, source, attribute, cap).iter_rows():
+                        target[(position, number)].add(value)
+        return ids, values
 
     def _cells(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> Iterator[_Cell]:
         """The cells: one choice per view (a row, or 0 for a tuple outside its selection), consistent.
@@ -142,18 +218,18 @@ class SelectionCoverCheck:
             cells = grown
         yield from cells
 
-    def _covers(
+    def _enumerated(
         self,
         cells: Sequence[_Cell],
-        rows: Mapping[str, list[tuple[Any, ...]]],
         representatives: Mapping[str, list[Representative]],
         identifier: str,
         sensitive: str,
-    ) -> list[AssociationCoverFinding]:
-        # Per PF (view position, row number): the identifier values and sensitive values of its cells.
+    ) -> tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]]:
+        """Per PF (view position, row number): the identifier values and sensitive values of its cells, by
+        enumerating the cells (Figure 5 as printed). O(cells)."""
         ids: dict[tuple[int, int], set[Any]] = {}
         values: dict[tuple[int, int], set[Any]] = {}
-        many = object()  # marks an unbounded projection
+        many = _MANY
         # A cell's projections depend only on its constraints and on its values of the attributes they
         # mention and of the identifier and sensitive attributes: cells alike there share one projection.
         memo: dict[tuple[object, ...], tuple[set[Any] | None, set[Any] | None] | None] = {}
@@ -175,6 +251,17 @@ class SelectionCoverCheck:
                     continue
                 ids.setdefault((position, number), set()).update(cell_ids if cell_ids is not None else {many})
                 values.setdefault((position, number), set()).update(cell_values if cell_values is not None else {many})
+        return ids, values
+
+    def _covers(
+        self,
+        ids: Mapping[tuple[int, int], set[Any]],
+        values: Mapping[tuple[int, int], set[Any]],
+        identifier: str,
+        sensitive: str,
+    ) -> list[AssociationCoverFinding]:
+        """The minimal covers below k from the PFs' identifier and sensitive values."""
+        many = _MANY
         covers: dict[tuple[Any, frozenset[Any]], set[str]] = {}
         for key, found in ids.items():
             linked = values.get(key, set())
@@ -244,3 +331,95 @@ def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: 
     cell = _Cell(dict(fixed), [(condition, True) for condition in conditions], ())
     # No projection is wanted: a placeholder attribute stands for both.
     return _project(cell, representatives, "\0none", "\0none") is not None
+
+
+_MANY = object()  # marks an unbounded projection
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    """The cells choosing a row in the same views: the views' rows (filtered), and the values of the
+    identifier and sensitive attributes when free (None: unbounded)."""
+
+    relations: dict[str, pl.DataFrame]
+    free_ids: set[Any] | None
+    free_values: set[Any] | None
+
+
+_NEEDS_CELLS = object()  # a pattern whose selections the joins cannot express
+_ROW = "\0row"
+
+
+def _pattern_relations(
+    views: Sequence[ViewDefinition],
+    frames: Mapping[str, pl.DataFrame],
+    outside: set[int],
+    representatives: Mapping[str, list[Representative]],
+    projected: tuple[str, str],
+) -> _Pattern | object | None:
+    """The chosen views' rows (distinct, numbered) for one pattern, each selection applied as a row filter;
+    None when the pattern holds no tuple, ``_NEEDS_CELLS`` when a selection cannot be a row filter.
+
+    A selection becomes a filter when one chosen view holds every attribute it reads (the natural join
+    makes that view's values the tuple's). A selection reading only attributes no chosen view holds
+    constrains free attributes only, alike for every cell: the pattern is empty unless those selections
+    can hold together, and they bound the identifier's and sensitive attribute's values when free
+    (representative values, as for a cell). A selection reading fixed and free attributes is a row filter
+    of the view holding the fixed ones when its free attributes matter to nothing else; any other mix
+    needs the cells.
+    """
+    chosen = [i for i in range(len(views)) if i not in outside]
+    if not chosen:
+        return None
+    relations = {views[i].name: frames[views[i].name] for i in chosen}
+    fixed = {a for i in chosen for a in views[i].attributes}
+    free: list[tuple[Predicate, bool]] = []
+    for i, view in enumerate(views):
+        if view.where is None:
+            continue
+        expected = i not in outside
+        read = set(attributes_of(view.where))
+        holder = next(
+            (views[j].name for j in ([i] if expected else []) + chosen if read <= set(views[j].attributes)), None
+        )
+        if holder is not None:
+            frame = relations[holder]
+            keep = [evaluate(view.where, row) is expected for row in frame.iter_rows(named=True)]
+            relations[holder] = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+        elif not read & fixed:
+            free.append((view.where, expected))
+        else:
+            # Some attributes fixed, the others free: a row filter when one chosen view holds the fixed ones
+            # and the free ones are read by no other selection and are not projected (each row then decides
+            # alone whether some value of its free attributes satisfies the selection).
+            unfixed = read - fixed
+            others = {a for j, other in enumerate(views) if j != i and other.where for a in attributes_of(other.where)}
+            holder = next((views[j].name for j in chosen if read & fixed <= set(views[j].attributes)), None)
+            if holder is None or unfixed & (others | set(projected)):
+                return _NEEDS_CELLS
+            frame = relations[holder]
+            condition = [(view.where, expected)]
+            keep = [
+                _project(_Cell({a: row[a] for a in read & fixed}, condition, ()), representatives, "\0n", "\0n")
+                is not None
+                for row in frame.iter_rows(named=True)
+            ]
+            relations[holder] = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+    if any(frame.is_empty() for frame in relations.values()):
+        return None
+    if not free:
+        return _Pattern(relations, None, None)  # a free attribute no selection reads is unbounded
+    # The free attributes' selections hold for every cell of the pattern alike (they read no fixed value):
+    # enumerate the representatives of the attributes they read only.
+    read = {a for condition, _ in free for a in attributes_of(condition)}
+    wanted = [a if a in read else "\0n" for a in projected]
+    projection = _project(_Cell({}, free, ()), representatives, *wanted)
+    if projection is None:
+        return None
+    ids, values = (found if a in read else None for a, found in zip(projected, projection, strict=True))
+    return _Pattern(relations, ids, values)
+
+
+def _row(position: int) -> str:
+    """The row-number column of the view at ``position`` (a name no attribute can have)."""
+    return f"{_ROW}{position}"

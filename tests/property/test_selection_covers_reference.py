@@ -12,11 +12,12 @@ from itertools import product
 from typing import Any
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.selection_covers import SelectionCoverCheck
-from streamdetect.model.predicates import And, Comparison, Membership, Not, Or, Predicate, evaluate
+from streamdetect.model.predicates import And, Comparison, Membership, Not, Or, Predicate, attributes_of, evaluate
 from streamdetect.model.topology import ViewDefinition
 
 ATTRIBUTES = ("A", "B", "C")
@@ -93,16 +94,49 @@ def reference(case: dict[str, Any]) -> set[tuple[Any, frozenset[Any]]]:
     return {(a, c) for a, c in covers if not any(b == a and other < c for b, other in covers)}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(publications())
-def test_cells_equal_the_definition(case: dict[str, Any]) -> None:
-    frames = {
+def _frames(case: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    return {
         view.name: pl.DataFrame(
             [dict(zip(view.attributes, row, strict=True)) for row in _released(view, case["table"])],
             schema=dict.fromkeys(view.attributes, pl.Int64),
         )
         for view in case["views"]
     }
-    check = SelectionCoverCheck(case["views"], (case["identifier"],), (case["sensitive"],), case["k"])
-    found = {(f.identifier_value, frozenset(f.sensitive_values)) for f in check.run(frames)}
-    assert found == reference(case)
+
+
+def _found(case: dict[str, Any], method: str) -> set[tuple[Any, frozenset[Any]]]:
+    check = SelectionCoverCheck(case["views"], (case["identifier"],), (case["sensitive"],), case["k"], method)
+    return {(f.identifier_value, frozenset(f.sensitive_values)) for f in check.run(_frames(case))}
+
+
+@pytest.mark.parametrize("method", ["enumerate", "auto"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=publications())
+def test_cells_equal_the_definition(case: dict[str, Any], method: str) -> None:
+    assert _found(case, method) == reference(case)
+
+
+@st.composite
+def own_selections(draw: st.DrawFn) -> dict[str, Any]:
+    """Publications whose selections read their own view's attributes (the common case, which the
+    aggregated method always handles), over more rows and views than the reference can enumerate."""
+    table = draw(st.lists(st.fixed_dictionaries({a: st.integers(0, 4) for a in ATTRIBUTES}), min_size=1, max_size=12))
+    views = []
+    for i in range(draw(st.integers(2, 4))):
+        chosen = draw(st.lists(st.sampled_from(ATTRIBUTES), min_size=1, max_size=3, unique=True))
+        projection = tuple(a for a in ATTRIBUTES if a in chosen)
+        where = draw(selections())
+        if where is not None and not set(attributes_of(where)) <= set(projection):
+            where = None
+        views.append(ViewDefinition(f"v{i}", projection, where))
+    identifier = draw(st.sampled_from(ATTRIBUTES))
+    sensitive = draw(st.sampled_from([a for a in ATTRIBUTES if a != identifier]))
+    return {"table": table, "views": tuple(views), "identifier": identifier, "sensitive": sensitive, "k": 2}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=own_selections())
+def test_aggregated_cells_equal_enumerated_cells(case: dict[str, Any]) -> None:
+    """The aggregated method (joins per pattern, cells where a selection needs them) finds what
+    enumerating the cells finds."""
+    assert _found(case, "auto") == _found(case, "enumerate")
