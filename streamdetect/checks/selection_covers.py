@@ -89,6 +89,10 @@ class SelectionCoverCheck:
     #: "enumerate": always enumerate (Figure 5 as printed); "aggregate": refuse selections that need cells.
     method: str = "auto"
 
+    def __post_init__(self) -> None:
+        if self.method not in {"auto", "enumerate", "aggregate"}:
+            raise ValueError(f"unknown cell method {self.method!r}: use 'auto', 'enumerate' or 'aggregate'")
+
     def run(
         self, frames: Mapping[str, pl.DataFrame], table: pl.DataFrame | None = None
     ) -> list[AssociationCoverFinding]:
