@@ -91,6 +91,17 @@ class LinkageTask:
 
 
 @dataclass
+class _Arrivals:
+    """One view's rows entering a batch's joins: rows that became present (``before``: the view's version
+    before they did) or withdrawn rows (``before`` None); their projections per attribute set, once."""
+
+    view: str
+    rows: pl.DataFrame
+    before: tuple[int, int, int] | None
+    projected: dict[tuple[str, ...], pl.DataFrame] = field(default_factory=dict)
+
+
+@dataclass
 class TaskSets:
     """One task's capped sets split for updates (derived from the linked pairs; a cache).
 
@@ -368,18 +379,17 @@ class LinkageCheck:
         for name, frame in pending:
             before = self._version(state, name)
             new, _ = state.seen.add(name, frame, attributes[name])
-            self._grow_projections(state, name, before, new)
+            arrivals = _Arrivals(name, new, before)
             for identifier in self.identifiers:
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
-            cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
             shared = SharedWork()
             for task in self.tasks:
                 if name not in task.channel.views:
                     continue
                 done += 1
                 if new.height:
-                    found = self._apply(state, task=task, changed=name, new_rows=new, cache=cache, shared=shared)
+                    found = self._apply(state, task=task, arrivals=arrivals, shared=shared)
                     if found is not None:
                         touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
                 if progress is not None:
@@ -412,7 +422,7 @@ class LinkageCheck:
             for identifier in self.identifiers:
                 if identifier in gone.columns:
                     touched.setdefault(identifier, []).append(gone.get_column(identifier))
-            cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame] = {}
+            withdrawn_rows = _Arrivals(name, gone, None)
             shared = SharedWork()
             for task in self.tasks:
                 if name not in task.channel.views or task.key not in state.linked:
@@ -421,7 +431,7 @@ class LinkageCheck:
                     # The join rows of a withdrawn row hold its own identifier value: no join needed.
                     ids = gone.get_column(task.identifier).drop_nulls().unique()
                 else:
-                    relations = self._relations(state, task, name, gone, cache)
+                    relations = self._relations(state, task, withdrawn_rows)
                     if relations is None:
                         continue
                     joined = linked_values(relations, task.identifier, task.sensitive, 1, shared)
@@ -491,29 +501,38 @@ class LinkageCheck:
             open_findings[finding.subject] = finding
         return delta
 
-    def _relations(
-        self,
-        state: LinkageState,
-        task: LinkageTask,
-        changed: str,
-        delta: pl.DataFrame,
-        cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
-    ) -> dict[str, pl.DataFrame] | None:
-        """The channel's relations for a delta join: ``delta`` for ``changed``, the rows present for the
+    def _relations(self, state: LinkageState, task: LinkageTask, delta: _Arrivals) -> dict[str, pl.DataFrame] | None:
+        """The channel's relations for a delta join: the delta's rows for its view, the rows present for the
         others, each projected on what the task needs (None when one is empty: the join is)."""
         relations: dict[str, pl.DataFrame] = {}
         for view, keep in self._needed(task).items():
-            if view == changed:
-                # The delta's projections are shared by the tasks of one batch (``cache``).
-                if (view, tuple(keep)) not in cache:
-                    cache[(view, tuple(keep))] = delta.select(keep).drop_nulls().unique()
-                relation: pl.DataFrame | None = cache[(view, tuple(keep))]
+            if view == delta.view:
+                relation: pl.DataFrame | None = self._delta_projection(state, delta, keep)
             else:
                 relation = self._projection(state, view, keep)
             if relation is None or relation.is_empty():
                 return None
             relations[view] = relation
         return relations
+
+    def _delta_projection(self, state: LinkageState, delta: _Arrivals, keep: list[str]) -> pl.DataFrame:
+        """The delta's rows projected on ``keep``, once per batch for every task that needs them. For rows
+        that arrived, only the projected rows the view did not show before: the join is of sets, so a
+        projected row already there adds no join row, and a batch whose rows show nothing new on what a
+        task reads (a new password of a gender and card type both known) costs that task nothing. The
+        view's kept projection grows by them (O(batch) plus one hash probe, not a new projection)."""
+        key = tuple(keep)
+        if key not in delta.projected:
+            fresh = delta.rows.select(keep).drop_nulls().unique()
+            stored = state.projections.get((delta.view, key))
+            if delta.before is not None and stored is not None and stored[0] == delta.before:
+                if stored[1].height:
+                    fresh = fresh.join(stored[1], on=keep, how="anti")
+                grown = pl.concat([stored[1], fresh]) if fresh.height else stored[1]
+                grown = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
+                state.projections[(delta.view, key)] = (self._version(state, delta.view), grown)
+            delta.projected[key] = fresh
+        return delta.projected[key]
 
     @staticmethod
     def _version(state: LinkageState, view: str) -> tuple[int, int, int]:
@@ -522,25 +541,9 @@ class LinkageCheck:
         rows = seen.rows.get(view)
         return (0, 0, 0) if rows is None else (rows.height, seen.height(view), seen.logged.get(view, 0))
 
-    def _grow_projections(
-        self, state: LinkageState, view: str, before: tuple[int, int, int], arrived: pl.DataFrame
-    ) -> None:
-        """Add rows that became present to the view's kept projections that were current: O(batch) plus
-        one hash probe, instead of projecting every row present again. Rows only arriving, a projection
-        only grows; after a withdrawal a projection is no longer current and is rebuilt when next asked."""
-        now = self._version(state, view)
-        for (name, keep), (version, kept) in list(state.projections.items()):
-            if name != view or version != before:
-                continue
-            fresh = arrived.select(keep).drop_nulls().unique()
-            if kept.height:
-                fresh = fresh.join(kept, on=list(keep), how="anti")
-            grown = pl.concat([kept, fresh]) if fresh.height else kept
-            state.projections[(name, keep)] = (now, grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown)
-
     def _projection(self, state: LinkageState, view: str, keep: list[str]) -> pl.DataFrame | None:
         """The distinct rows present of ``view`` on ``keep``, kept across batches (a micro-batch changes one
-        view: the others' projections are reused; the changed view's grow, :meth:`_grow_projections`)."""
+        view: the others' projections are reused; the changed view's grow, :meth:`_delta_projection`)."""
         seen = state.seen
         if view not in seen.rows:
             return None  # nothing published yet
@@ -559,16 +562,15 @@ class LinkageCheck:
         state: LinkageState,
         *,
         task: LinkageTask,
-        changed: str,
-        new_rows: pl.DataFrame,
-        cache: dict[tuple[str, tuple[str, ...]], pl.DataFrame],
+        arrivals: _Arrivals,
         shared: SharedWork,
     ) -> pl.DataFrame | None:
         """Fold the joins of ``changed``'s new rows into the task's capped sets; the identifier codes whose
         capped set grew (None when nothing joined)."""
-        relations = self._relations(state, task, changed, new_rows, cache)
+        relations = self._relations(state, task, arrivals)
         if relations is None:
             return None
+        changed = arrivals.view
         identifier, sensitive = task.identifier, task.sensitive
         sets = self._sets(state, task.key)
         if sets is not None and sets.saturated.height:
