@@ -144,8 +144,9 @@ class LinkageState:
     unlinked: dict[TaskKey, list[pl.Series]] = field(default_factory=dict, compare=False)
     #: Per task, its capped sets split by saturation (:class:`TaskSets`): a cache, not serialized.
     sets: dict[TaskKey, TaskSets] = field(default_factory=dict, compare=False)
-    #: Per (task, changed view), the elimination order of its delta joins: recorded once, replayed after.
-    plans: dict[tuple[TaskKey, str], Plan] = field(default_factory=dict, compare=False)
+    #: Per (task, changed view, delta size class), the elimination order of its delta joins: recorded once,
+    #: replayed after.
+    plans: dict[tuple[TaskKey, str, int], Plan] = field(default_factory=dict, compare=False)
     #: Per (view, attributes), the distinct rows present projected, with the view's version: a cache.
     projections: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int, int], pl.DataFrame]] = field(
         default_factory=dict, compare=False
@@ -580,7 +581,10 @@ class LinkageCheck:
                 else relation
                 for view, relation in relations.items()
             }
-        plan = state.plans.setdefault((task.key, changed), Plan())
+        # The best order depends on the delta's size against the views' (a first load joins whole views,
+        # a micro-batch a few rows): one plan per order of magnitude of the delta (factors of 4).
+        size = relations[changed].height.bit_length() // 2
+        plan = state.plans.setdefault((task.key, changed, size), Plan())
         found = linked_values(relations, identifier, sensitive, self.k, shared, plan=plan)
         if found.is_empty():
             return None
