@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.relational.dictionary import Dictionaries, decode_frame, encode, lookup
+from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
 
 
 def frame_to_ipc(frame: pl.DataFrame) -> bytes:
@@ -61,6 +61,8 @@ class SeenRows:
     logged: dict[str, int] = field(default_factory=dict, compare=False)
     #: Positions whose count is zero, per view (none: every stored row is present).
     _absent: dict[str, int] = field(default_factory=dict, compare=False)
+    #: Value -> code per attribute (a cache of the dictionaries, for encoding batches in O(batch)).
+    _index: ValueIndex = field(default_factory=ValueIndex, compare=False, repr=False)
 
     def _counts(self, view: str) -> pl.Series:
         counts = self.counts.get(view)
@@ -79,7 +81,8 @@ class SeenRows:
         """Record rows of ``view`` (each occurrence counts); return the rows that became present (encoded:
         never seen, or withdrawn before) and their positions. O(batch + view) (one hash join)."""
         columns = list(attributes)
-        grouped = encode(self.dictionaries, frame.select(columns)).group_by(columns, maintain_order=True).len("\0n")
+        coded = encode(self.dictionaries, frame.select(columns), self._index)
+        grouped = coded.group_by(columns, maintain_order=True).len("\0n")
         old = self.rows.get(view)
         start = 0 if old is None else old.height
         if old is None:

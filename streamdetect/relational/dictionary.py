@@ -17,17 +17,41 @@ Dictionaries = dict[str, pl.Series]
 CODE = pl.UInt32()
 
 
-def encode(dictionaries: Dictionaries, frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with every column replaced by its codes; extends ``dictionaries`` with new values."""
+class ValueIndex:
+    """Per attribute, value -> code for the values of its dictionary: a cache that makes encoding a batch
+    O(batch) instead of a hash join with the whole dictionary (452,000 identifier values on BP x10). It
+    follows the dictionaries as they grow (they only grow, by appends): O(new values) to catch up."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, dict[object, int]] = {}
+
+    def codes(self, dictionaries: Dictionaries, name: str) -> dict[object, int]:
+        """The value -> code mapping of ``name``'s dictionary as it is now."""
+        codes = self._codes.setdefault(name, {})
+        known = dictionaries.get(name)
+        if known is not None and len(codes) < known.len():
+            for position, value in enumerate(known.slice(len(codes)).to_list(), start=len(codes)):
+                codes[value] = position
+        return codes
+
+
+def encode(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | None = None) -> pl.DataFrame:
+    """``frame`` with every column replaced by its codes; extends ``dictionaries`` with new values (sorted,
+    so a batch's codes do not depend on its row order). With ``index``, values are looked up in it
+    (O(batch)); without, by a hash join with the dictionary (O(batch + dictionary)). Float columns always
+    take the join (NaN is not equal to itself in a Python mapping)."""
     columns = []
     for name in frame.columns:
         column = frame.get_column(name)
-        values = column.drop_nulls().unique().sort()
         known = dictionaries.get(name)
+        if known is not None and known.dtype != column.dtype:
+            raise TypeError(f"attribute {name!r} arrives as {column.dtype}, earlier as {known.dtype}")
+        if index is not None and not column.dtype.is_float():
+            columns.append(_encode_indexed(dictionaries, column, index.codes(dictionaries, name)))
+            continue
+        values = column.drop_nulls().unique().sort()
         if known is None:
             known = values.clear()
-        elif known.dtype != column.dtype:
-            raise TypeError(f"attribute {name!r} arrives as {column.dtype}, earlier as {known.dtype}")
         fresh = values.filter(~values.is_in(known.implode()))
         if fresh.len():
             known = pl.concat([known, fresh])
@@ -36,6 +60,21 @@ def encode(dictionaries: Dictionaries, frame: pl.DataFrame) -> pl.DataFrame:
         coded = frame.select(name).join(mapping, on=name, how="left", maintain_order="left").get_column("\0code")
         columns.append(coded.alias(name))
     return pl.DataFrame(columns, schema=dict.fromkeys(frame.columns, CODE))
+
+
+def _encode_indexed(dictionaries: Dictionaries, column: pl.Series, codes: dict[object, int]) -> pl.Series:
+    name = column.name
+    values = column.to_list()
+    unseen = {value for value in values if value is not None and value not in codes}
+    if unseen:
+        fresh = pl.Series(name, list(unseen), dtype=column.dtype).sort()
+        known = dictionaries.get(name)
+        dictionaries[name] = fresh if known is None else pl.concat([known, fresh])
+        for position, value in enumerate(fresh.to_list(), start=len(codes)):
+            codes[value] = position
+    elif name not in dictionaries:
+        dictionaries[name] = column.clear()
+    return pl.Series(name, [None if value is None else codes[value] for value in values], dtype=CODE)
 
 
 def decode(dictionaries: Dictionaries, attribute: str, codes: Sequence[int]) -> list[object]:
