@@ -88,8 +88,10 @@ class SeenRows:
         if old is None:
             matched = grouped.with_columns(pl.lit(None, dtype=pl.UInt32).alias("\0pos"))
         else:
-            indexed = old.with_row_index("\0pos")
-            matched = grouped.join(indexed, on=columns, how="left", nulls_equal=True, maintain_order="left")
+            # The stored rows the batch has, found by probing them with the batch (the hash table is built
+            # on the small side), then attached to the batch: O(view) probes, not a table of the view.
+            stored = old.with_row_index("\0pos").join(grouped.select(columns), on=columns, nulls_equal=True)
+            matched = grouped.join(stored, on=columns, how="left", nulls_equal=True, maintain_order="left")
         fresh = matched.filter(pl.col("\0pos").is_null())
         known = matched.filter(pl.col("\0pos").is_not_null())
         fresh_positions = pl.int_range(start, start + fresh.height, dtype=pl.UInt32, eager=True)
@@ -133,7 +135,8 @@ class SeenRows:
             .group_by(columns, maintain_order=True)
             .agg(pl.len().alias("\0n"), pl.col("\0first").first())
         )
-        matched = grouped.join(old.with_row_index("\0pos"), on=columns, how="left", nulls_equal=True)
+        stored = old.with_row_index("\0pos").join(grouped.select(columns), on=columns, nulls_equal=True)
+        matched = grouped.join(stored, on=columns, how="left", nulls_equal=True)
         matched = matched.with_columns(
             self._counts(view).gather(matched.get_column("\0pos").fill_null(0)).alias("\0had")
         )
