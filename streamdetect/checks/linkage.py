@@ -41,7 +41,7 @@ from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import decode, decode_frame
-from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
+from streamdetect.relational.linked_values import KeptCaps, Plan, SharedWork, linked_values
 
 Progress = Callable[[int, int], None]
 #: Chunks an append-only frame (linked set, projection) may have before it is made contiguous again.
@@ -147,6 +147,8 @@ class LinkageState:
     #: Per (task, changed view, delta size class), the elimination order of its delta joins: recorded once,
     #: replayed after.
     plans: dict[tuple[TaskKey, str, int], Plan] = field(default_factory=dict, compare=False)
+    #: Capped relations of kept projections, while the projection is unchanged (a cache).
+    caps: KeptCaps = field(default_factory=KeptCaps, compare=False)
     #: Per (view, attributes), the distinct rows present projected, with the view's version: a cache.
     projections: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int, int], pl.DataFrame]] = field(
         default_factory=dict, compare=False
@@ -384,7 +386,7 @@ class LinkageCheck:
             for identifier in self.identifiers:
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
-            shared = SharedWork()
+            shared = SharedWork(state.caps)
             for task in self.tasks:
                 if name not in task.channel.views:
                     continue

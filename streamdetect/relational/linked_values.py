@@ -22,6 +22,7 @@ sets on BP about linear in the input times k.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -55,10 +56,11 @@ class SharedWork:
     eliminate it once. Scope it to one batch: it holds every frame it has seen.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept: KeptCaps | None = None) -> None:
         self._alive: dict[int, pl.DataFrame] = {}
         self.distinct: dict[tuple[object, ...], int] = {}
         self.results: dict[tuple[object, ...], pl.DataFrame] = {}
+        self.kept = kept
 
     def identity(self, frame: pl.DataFrame) -> int:
         self._alive[id(frame)] = frame
@@ -70,6 +72,40 @@ class SharedWork:
             self.identity(result)
             self.results[key] = result
         return self.results[key]
+
+    def capped(self, frame: pl.DataFrame, target: str, k: int, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        """``frame`` capped at k values of ``target`` per key: shared in the batch, and across batches (in
+        ``kept``) while ``frame`` is the same object (a stored view's projection that did not change)."""
+        key = ("cap", self.identity(frame), target, k)
+        if self.kept is not None and key not in self.results:
+            found = self.kept.get(frame, target, k)
+            if found is not None:
+                self.results[key] = found
+        result = self.remember(key, compute)
+        if self.kept is not None:
+            self.kept.put(frame, target, k, result)
+        return result
+
+
+class KeptCaps:
+    """Capped relations kept across batches, each with a weak reference to its input frame: an entry
+    counts only while that very frame is alive (a kept projection is replaced by a new frame when its
+    view changes, so a stale entry is never returned); entries of dead frames are dropped as new come."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, str, int], tuple[weakref.ref[pl.DataFrame], pl.DataFrame]] = {}
+
+    def get(self, frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame | None:
+        """The capped form of ``frame`` if kept."""
+        entry = self._entries.get((id(frame), target, k))
+        return entry[1] if entry is not None and entry[0]() is frame else None
+
+    def put(self, frame: pl.DataFrame, target: str, k: int, result: pl.DataFrame) -> None:
+        """Keep ``result`` as the capped form of ``frame``."""
+        key = (id(frame), target, k)
+        if key not in self._entries:
+            self._entries = {key: entry for key, entry in self._entries.items() if entry[0]() is not None}
+        self._entries[key] = (weakref.ref(frame), result)
 
 
 @dataclass
@@ -112,9 +148,7 @@ class _Elimination:
         for name in list(self.factors):
             frame = self.factors[name]
             if self._sole_holder(frame.columns, exclude=name):
-                self.factors[name] = shared.remember(
-                    ("cap", shared.identity(frame), self.target, k), partial(self._cap, frame)
-                )
+                self.factors[name] = shared.capped(frame, self.target, k, partial(self._cap, frame))
 
     def _sole_holder(self, columns: list[str], exclude: str | None = None) -> bool:
         others = [name for name, f in self.factors.items() if name != exclude and self.target in f.columns]
