@@ -22,8 +22,15 @@ class ValueIndex:
     O(batch) instead of a hash join with the whole dictionary (452,000 identifier values on BP x10). It
     follows the dictionaries as they grow (they only grow, by appends): O(new values) to catch up."""
 
-    def __init__(self) -> None:
+    def __init__(self, ratio: int = 4) -> None:
         self._codes: dict[str, dict[object, int]] = {}
+        self.ratio = ratio
+
+    def pays(self, rows: int, dictionary: pl.Series | None) -> bool:
+        """Whether looking ``rows`` values up beats a join: for batches ``ratio`` times smaller than the
+        dictionary (a stream's micro-batches); a first load is one join, and the index catches up with
+        its values when next used."""
+        return dictionary is not None and rows * self.ratio < dictionary.len()
 
     def codes(self, dictionaries: Dictionaries, name: str) -> dict[object, int]:
         """The value -> code mapping of ``name``'s dictionary as it is now."""
@@ -38,15 +45,16 @@ class ValueIndex:
 def encode(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | None = None) -> pl.DataFrame:
     """``frame`` with every column replaced by its codes; extends ``dictionaries`` with new values (sorted,
     so a batch's codes do not depend on its row order). With ``index``, values are looked up in it
-    (O(batch)); without, by a hash join with the dictionary (O(batch + dictionary)). Float columns always
-    take the join (NaN is not equal to itself in a Python mapping)."""
+    (O(batch)) when the batch is small against the dictionary; otherwise by a hash join with the
+    dictionary (O(batch + dictionary)). Float columns always take the join (NaN is not equal to itself
+    in a Python mapping)."""
     columns = []
     for name in frame.columns:
         column = frame.get_column(name)
         known = dictionaries.get(name)
         if known is not None and known.dtype != column.dtype:
             raise TypeError(f"attribute {name!r} arrives as {column.dtype}, earlier as {known.dtype}")
-        if index is not None and not column.dtype.is_float():
+        if index is not None and not column.dtype.is_float() and index.pays(column.len(), known):
             columns.append(_encode_indexed(dictionaries, column, index.codes(dictionaries, name)))
             continue
         values = column.drop_nulls().unique().sort()

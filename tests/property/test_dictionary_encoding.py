@@ -25,7 +25,7 @@ def test_indexed_encoding_equals_joined_encoding(rows: list[list[tuple[object, o
     schema = {"name": pl.String, "born": pl.Date, "score": pl.Int64}
     joined: Dictionaries = {}
     indexed: Dictionaries = {}
-    index = ValueIndex()
+    index = ValueIndex(ratio=0)  # every batch through the index
     for batch in rows:
         frame = pl.DataFrame(batch, schema=schema, orient="row")
         assert encode(indexed, frame, index).equals(encode(joined, frame))
