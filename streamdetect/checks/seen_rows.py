@@ -120,7 +120,7 @@ class SeenRows:
         old = self.rows.get(view)
         if old is None:
             return pl.DataFrame(), f"withdraws {frame.height} row(s) of view {view!r}, which has published none"
-        coded = lookup(self.dictionaries, frame.select(columns))
+        coded = lookup(self.dictionaries, frame.select(columns), self._index)
         unknown = pl.Series([False] * frame.height)
         for column in columns:
             unknown = unknown | (coded.get_column(column).is_null() & frame.get_column(column).is_not_null())

@@ -95,14 +95,20 @@ def decode_frame(dictionaries: Dictionaries, frame: pl.DataFrame) -> pl.DataFram
     return pl.DataFrame([dictionaries[name].gather(frame.get_column(name)).alias(name) for name in frame.columns])
 
 
-def lookup(dictionaries: Dictionaries, frame: pl.DataFrame) -> pl.DataFrame:
+def lookup(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | None = None) -> pl.DataFrame:
     """``frame`` in codes without extending the dictionaries: a value never seen gets a null code (as a
-    null does; compare with the frame's own nulls to tell them apart). For rows to withdraw."""
+    null does; compare with the frame's own nulls to tell them apart). For rows to withdraw. With
+    ``index``, small frames are looked up in it (O(frame)), as for :func:`encode`."""
     columns = []
     for name in frame.columns:
         known = dictionaries.get(name)
         if known is None or known.dtype != frame.schema[name]:
             columns.append(pl.Series(name, [None] * frame.height, dtype=CODE))
+            continue
+        column = frame.get_column(name)
+        if index is not None and not column.dtype.is_float() and index.pays(column.len(), known):
+            codes = index.codes(dictionaries, name)
+            columns.append(pl.Series(name, [None if v is None else codes.get(v) for v in column.to_list()], dtype=CODE))
             continue
         mapping = pl.DataFrame({name: known, "\0code": pl.arange(0, known.len(), dtype=CODE, eager=True)})
         coded = frame.select(name).join(mapping, on=name, how="left", maintain_order="left").get_column("\0code")

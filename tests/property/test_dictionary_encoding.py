@@ -8,7 +8,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdetect.relational.dictionary import Dictionaries, ValueIndex, encode
+from streamdetect.relational.dictionary import Dictionaries, ValueIndex, encode, lookup
 
 values = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "Dan", "é", ""]))
 dates = st.one_of(st.none(), st.dates(datetime.date(2000, 1, 1), datetime.date(2000, 1, 9)))
@@ -32,3 +32,7 @@ def test_indexed_encoding_equals_joined_encoding(rows: list[list[tuple[object, o
         assert indexed.keys() == joined.keys()
         for name, dictionary in joined.items():
             assert indexed[name].equals(dictionary)
+        # Looking up (for withdrawals) never extends the dictionaries; unseen values get null codes.
+        assert lookup(indexed, frame, index).equals(lookup(joined, frame))
+        unseen = frame.with_columns(pl.lit("never published").alias("name"), pl.col("score") + 100)
+        assert lookup(indexed, unseen, index).equals(lookup(joined, unseen))
