@@ -185,3 +185,6 @@ def incremental_command(
         f"{len(outcome['findings']):,} open findings"
         + (f"; {outcome['withdrawn_rows']:,} rows withdrawn" if outcome["withdrawn_rows"] else "")
     )
+    per_view = ", ".join(f"{name} {ms:.1f}" for name, ms in outcome["batch_ms_by_view"].items())
+    if per_view:
+        click.echo(f"median ms per batch, by the view it publishes to: {per_view}")

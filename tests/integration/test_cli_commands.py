@@ -61,6 +61,10 @@ def test_bench_incremental_ends_in_the_findings_of_a_batch_check() -> None:
     assert document["batches"] > 1
     assert set(document["batch_ms"]) == {"p50", "p99", "max"}
     assert document["batch_ms"]["p50"] <= document["batch_ms"]["max"]
+    # Every view publishes batches after the prefix (round-robin), each timed under the overall max.
+    by_view = document["batch_ms_by_view"]
+    assert set(by_view) == {view.name for view in load_topology(Path(topology)).views}
+    assert all(0 <= ms <= document["batch_ms"]["max"] for ms in by_view.values())
     assert document["rows_per_second"] > 0
     assert document["state_bytes"] > 0
     report = json.loads(_run("check", topology, "--json").stdout)
