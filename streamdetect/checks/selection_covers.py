@@ -15,10 +15,14 @@ the cell's projection *unbounded* (the paper's label): such a PF cannot violate.
 comparisons with =, <>, IN on any type and all comparisons on numbers; order comparisons between
 strings are treated as if strings other than the literals were one value (documented limitation).
 
-Cost: the cells are a product over views (O(∏(n_i + 1)), polynomial in the PFs as the paper says,
-exponential in the number of views), pruned as PFs disagree; each cell enumerates the representatives
-of its free attributes. Meant for the views of modest size that carry selections; recomputed per
-batch (the procedure is not maintained incrementally).
+Cost: enumerated, the cells are a product over views (O(∏(n_i + 1)), polynomial in the PFs as the
+paper says, exponential in the number of views), pruned as PFs disagree; each cell enumerates the
+representatives of its free attributes. By default (``method="auto"``) the cells are not enumerated but
+aggregated per pattern of selected views a tuple falls outside of: the cells of a pattern are the join
+of the chosen views' rows with the selections as row filters, and a PF's values over its cells are
+capped linked values through that join (O(2^s) joins for s selected views; docs/design.md gives the
+reading). Cells are enumerated only where a selection mixes fixed and free attributes that matter
+elsewhere. Recomputed per batch (not maintained incrementally).
 """
 
 from __future__ import annotations
