@@ -14,6 +14,12 @@ new rows of view v with the current rows of the other views, so L(e) grows by
 :func:`~streamdetect.relational.linked_values.linked_values` over that delta. A set that reaches k
 stays saturated; the finding is cleared. ``check`` is one update with every row.
 
+Per batch the work follows the batch (docs/design.md, "Delta-proportional linkage updates"): a delta
+enters a task as the projected rows its view did not show before; saturated identifier values are left
+out of the joins (a mask per task); merges and finding diffs read the sets below k only; elimination
+orders are recorded once per (task, view, delta size) and replayed. Those are caches beside the state,
+rebuilt after a restore or a withdrawal; the state itself is only the rows and the capped sets.
+
 Null is not a value: a row with a null in an attribute a channel uses drops out of that channel.
 """
 
