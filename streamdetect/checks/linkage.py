@@ -600,8 +600,8 @@ class LinkageCheck:
         arrivals: _Arrivals,
         shared: SharedWork,
     ) -> pl.DataFrame | None:
-        """Fold the joins of ``changed``'s new rows into the task's capped sets; the identifier codes whose
-        capped set grew (None when nothing joined)."""
+        """Fold the joins of the arrived rows into the task's capped sets; the identifier codes whose capped
+        set grew (None when nothing joined)."""
         relations = self._relations(state, task, arrivals)
         if relations is None:
             return None
@@ -699,6 +699,12 @@ class LinkageCheck:
             sets.saturated = pl.concat([sets.saturated, codes])
             sets.mask = self._mask(state, sets, identifier).scatter(codes.get_column(identifier), True)
 
+    def _drop_saturated(
+        self, state: LinkageState, sets: TaskSets, identifier: str, frame: pl.DataFrame
+    ) -> pl.DataFrame:
+        """``frame``'s rows whose identifier code is not saturated, by the mask: O(rows), no hash table."""
+        return frame.filter(~self._mask(state, sets, identifier).gather(frame.get_column(identifier)))
+
     def _unsaturated(
         self,
         state: LinkageState,
@@ -710,10 +716,10 @@ class LinkageCheck:
         delta: bool,
     ) -> pl.DataFrame:
         """``relation`` without the saturated identifier codes. A delta is looked up in the saturation mask,
-        O(delta). A stored view's projection keeps its filtered form across batches: while neither changes
-        it is reused, and when only codes were saturated since, only those are taken out of it."""
+        O(delta). A stored view's projection keeps its filtered form across batches and carries it forward
+        by the codes saturated since and the rows appended since (a rebuilt projection is filtered anew)."""
         if delta:
-            return relation.filter(~self._mask(state, sets, identifier).gather(relation.get_column(identifier)))
+            return self._drop_saturated(state, sets, identifier, relation)
         kept = state.projections[(view, tuple(relation.columns))]
         cached = sets.filtered.get(view)
         if cached is not None and cached.build == kept.build and cached.rows <= kept.frame.height:
@@ -723,12 +729,11 @@ class LinkageCheck:
             if cached.left_out < sets.saturated.height:
                 frame = frame.join(sets.saturated.slice(cached.left_out), on=identifier, how="anti")
             if kept.frame.height > cached.rows:
-                tail = kept.frame.slice(cached.rows)
-                tail = tail.filter(~self._mask(state, sets, identifier).gather(tail.get_column(identifier)))
+                tail = self._drop_saturated(state, sets, identifier, kept.frame.slice(cached.rows))
                 frame = pl.concat([frame, tail]) if tail.height else frame
                 frame = frame.rechunk() if frame.n_chunks() > _MAX_CHUNKS else frame
         else:
-            frame = relation.filter(~self._mask(state, sets, identifier).gather(relation.get_column(identifier)))
+            frame = self._drop_saturated(state, sets, identifier, relation)
         sets.filtered[view] = Unsaturated(kept.build, kept.frame.height, sets.saturated.height, frame)
         return frame
 

@@ -40,6 +40,15 @@ def frame_from_text(text: str) -> pl.DataFrame:
     return frame_from_ipc(base64.b64decode(text))
 
 
+def _with_positions(grouped: pl.DataFrame, stored: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """``grouped`` (a batch's distinct rows, in order) with the position ``\0pos`` of each among the
+    ``stored`` rows (null when not stored). The stored rows the batch has are found by probing them with
+    the batch (the hash table is built on the small side), then attached: O(stored) probes, not a hash
+    table of every stored row."""
+    have = stored.with_row_index("\0pos").join(grouped.select(columns), on=columns, nulls_equal=True)
+    return grouped.join(have, on=columns, how="left", nulls_equal=True, maintain_order="left")
+
+
 @dataclass
 class SeenRows:
     """The rows published per view as a bag: distinct encoded rows (append-only, a row's position is its
@@ -88,10 +97,7 @@ class SeenRows:
         if old is None:
             matched = grouped.with_columns(pl.lit(None, dtype=pl.UInt32).alias("\0pos"))
         else:
-            # The stored rows the batch has, found by probing them with the batch (the hash table is built
-            # on the small side), then attached to the batch: O(view) probes, not a table of the view.
-            stored = old.with_row_index("\0pos").join(grouped.select(columns), on=columns, nulls_equal=True)
-            matched = grouped.join(stored, on=columns, how="left", nulls_equal=True, maintain_order="left")
+            matched = _with_positions(grouped, old, columns)
         fresh = matched.filter(pl.col("\0pos").is_null())
         known = matched.filter(pl.col("\0pos").is_not_null())
         fresh_positions = pl.int_range(start, start + fresh.height, dtype=pl.UInt32, eager=True)
@@ -135,8 +141,7 @@ class SeenRows:
             .group_by(columns, maintain_order=True)
             .agg(pl.len().alias("\0n"), pl.col("\0first").first())
         )
-        stored = old.with_row_index("\0pos").join(grouped.select(columns), on=columns, nulls_equal=True)
-        matched = grouped.join(stored, on=columns, how="left", nulls_equal=True)
+        matched = _with_positions(grouped, old, columns)
         matched = matched.with_columns(
             self._counts(view).gather(matched.get_column("\0pos").fill_null(0)).alias("\0had")
         )

@@ -174,19 +174,25 @@ class SelectionCoverCheck:
                     name: frame.select(c for c in frame.columns if not c.startswith(_ROW) or c == source)
                     for name, frame in relations.items()
                 }
-                # Every PF with a cell: linked to some value of an attribute its view holds.
-                present = linked_values(named, source, view.attributes[0], 1).get_column(source).to_list()
-                for attribute, target, cap, free in (
-                    (identifier, ids, 2, pattern.free_ids),
-                    (sensitive, values, self.k, pattern.free_values),
+                caps = ((identifier, 2), (sensitive, self.k))
+                linked = {a: linked_values(named, source, a, cap) for a, cap in caps if a in held}
+                # Every PF with a cell is linked to some value of any attribute the pattern fixes (its own
+                # view's, when neither the identifier nor the sensitive attribute is).
+                reached = next(iter(linked.values()), None)
+                if reached is None:
+                    reached = linked_values(named, source, view.attributes[0], 1)
+                present = reached.get_column(source).unique().to_list()
+                for attribute, target, free in (
+                    (identifier, ids, pattern.free_ids),
+                    (sensitive, values, pattern.free_values),
                 ):
                     for number in present:
                         target.setdefault((position, number), set())
-                    if attribute not in held:
+                    if attribute not in linked:
                         for number in present:  # free: the selections' representatives, or unbounded
                             target[(position, number)].update({_MANY} if free is None else free)
                         continue
-                    for number, value in linked_values(named, source, attribute, cap).iter_rows():
+                    for number, value in linked[attribute].iter_rows():
                         target[(position, number)].add(value)
         return ids, values
 

@@ -26,11 +26,11 @@ class ValueIndex:
         self._codes: dict[str, dict[object, int]] = {}
         self.ratio = ratio
 
-    def pays(self, rows: int, dictionary: pl.Series | None) -> bool:
-        """Whether looking ``rows`` values up beats a join: for batches ``ratio`` times smaller than the
+    def pays(self, column: pl.Series, dictionary: pl.Series | None) -> bool:
+        """Whether looking ``column``'s values up beats a join: for batches ``ratio`` times smaller than the
         dictionary (a stream's micro-batches); a first load is one join, and the index catches up with
-        its values when next used."""
-        return dictionary is not None and rows * self.ratio < dictionary.len()
+        its values when next used. Never for floats (NaN is not equal to itself in a Python mapping)."""
+        return dictionary is not None and not column.dtype.is_float() and column.len() * self.ratio < dictionary.len()
 
     def codes(self, dictionaries: Dictionaries, name: str) -> dict[object, int]:
         """The value -> code mapping of ``name``'s dictionary as it is now."""
@@ -45,16 +45,15 @@ class ValueIndex:
 def encode(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | None = None) -> pl.DataFrame:
     """``frame`` with every column replaced by its codes; extends ``dictionaries`` with new values (sorted,
     so a batch's codes do not depend on its row order). With ``index``, values are looked up in it
-    (O(batch)) when the batch is small against the dictionary; otherwise by a hash join with the
-    dictionary (O(batch + dictionary)). Float columns always take the join (NaN is not equal to itself
-    in a Python mapping)."""
+    (O(batch)) when the batch is small against the dictionary (:meth:`ValueIndex.pays`); otherwise by a
+    hash join with the dictionary (O(batch + dictionary))."""
     columns = []
     for name in frame.columns:
         column = frame.get_column(name)
         known = dictionaries.get(name)
         if known is not None and known.dtype != column.dtype:
             raise TypeError(f"attribute {name!r} arrives as {column.dtype}, earlier as {known.dtype}")
-        if index is not None and not column.dtype.is_float() and index.pays(column.len(), known):
+        if index is not None and index.pays(column, known):
             columns.append(_encode_indexed(dictionaries, column, index.codes(dictionaries, name)))
             continue
         values = column.drop_nulls().unique().sort()
@@ -64,10 +63,16 @@ def encode(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | 
         if fresh.len():
             known = pl.concat([known, fresh])
         dictionaries[name] = known
-        mapping = pl.DataFrame({name: known, "\0code": pl.arange(0, known.len(), dtype=CODE, eager=True)})
-        coded = frame.select(name).join(mapping, on=name, how="left", maintain_order="left").get_column("\0code")
-        columns.append(coded.alias(name))
+        columns.append(_joined_codes(column, known))
     return pl.DataFrame(columns, schema=dict.fromkeys(frame.columns, CODE))
+
+
+def _joined_codes(column: pl.Series, known: pl.Series) -> pl.Series:
+    """``column``'s codes in the dictionary ``known`` by a hash join with it (null where absent)."""
+    name = column.name
+    mapping = pl.DataFrame({name: known, "\0code": pl.arange(0, known.len(), dtype=CODE, eager=True)})
+    coded = column.to_frame().join(mapping, on=name, how="left", maintain_order="left").get_column("\0code")
+    return coded.alias(name)
 
 
 def _encode_indexed(dictionaries: Dictionaries, column: pl.Series, codes: dict[object, int]) -> pl.Series:
@@ -106,11 +111,9 @@ def lookup(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | 
             columns.append(pl.Series(name, [None] * frame.height, dtype=CODE))
             continue
         column = frame.get_column(name)
-        if index is not None and not column.dtype.is_float() and index.pays(column.len(), known):
+        if index is not None and index.pays(column, known):
             codes = index.codes(dictionaries, name)
             columns.append(pl.Series(name, [None if v is None else codes.get(v) for v in column.to_list()], dtype=CODE))
-            continue
-        mapping = pl.DataFrame({name: known, "\0code": pl.arange(0, known.len(), dtype=CODE, eager=True)})
-        coded = frame.select(name).join(mapping, on=name, how="left", maintain_order="left").get_column("\0code")
-        columns.append(coded.alias(name))
+        else:
+            columns.append(_joined_codes(column, known))
     return pl.DataFrame(columns, schema=dict.fromkeys(frame.columns, CODE))

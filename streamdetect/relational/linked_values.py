@@ -77,14 +77,14 @@ class SharedWork:
         """``frame`` capped at k values of ``target`` per key: shared in the batch, and across batches (in
         ``kept``) while ``frame`` is the same object (a stored view's projection that did not change)."""
         key = ("cap", self.identity(frame), target, k)
-        if self.kept is not None and key not in self.results:
+        if key not in self.results and self.kept is not None:
             found = self.kept.get(frame, target, k)
-            if found is not None:
-                self.results[key] = found
-        result = self.remember(key, compute)
-        if self.kept is not None:
-            self.kept.put(frame, target, k, result)
-        return result
+            if found is None:
+                found = compute()
+                self.kept.put(frame, target, k, found)
+            self.identity(found)
+            self.results[key] = found
+        return self.remember(key, compute)
 
 
 class KeptCaps:
@@ -114,8 +114,8 @@ class Plan:
 
     The first run with a plan records the greedy choices; later runs replay them without estimating
     costs (the distinct counts behind the estimates cost as much as a small delta's joins). An order
-    never changes the result, only the work: a stream update keeps one plan per (task, changed view),
-    whose relations have the same schemas batch after batch.
+    never changes the result, only the work: a stream update keeps one plan per (task, changed view, order
+    of magnitude of the delta), whose relations have the same schemas and like sizes batch after batch.
     """
 
     order: list[str] = field(default_factory=list)
