@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 import polars as pl
 
@@ -65,6 +65,11 @@ def _task_name(key: TaskKey) -> str:
 def _continues(key: str, have: int, start: int) -> None:
     if have != start:
         raise ValueError(f"state piece {key!r} starts at {start} but the state holds {have}: a piece is missing")
+
+
+def _having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
+    """``frame``'s rows whose ``column`` holds one of ``codes``."""
+    return frame.filter(pl.col(column).is_in(codes.implode()))
 
 
 def _sort_key(value: object) -> tuple[str, str]:
@@ -105,6 +110,9 @@ class _Arrivals:
     rows: pl.DataFrame
     before: tuple[int, int, int] | None
     projected: dict[tuple[str, ...], pl.DataFrame] = field(default_factory=dict)
+    #: Per identifier attribute, its dictionary's size before these rows: codes from there on are values
+    #: first seen in them (no earlier row holds them).
+    first_new: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -352,6 +360,31 @@ class LinkageCheck:
         return {task.key: self._proof.open_selections(task.channel.views, task.identifier) for task in self.tasks}
 
     @cached_property
+    def _dominating(self) -> dict[TaskKey, tuple[TaskKey, ...]]:
+        """Per task, the sub-tasks that decide which identifier values it must keep exact sets for.
+
+        For a channel C' whose views are a proper subset of C's, the join over C projects into the join
+        over C', so L_C(e) is a subset of L_C'(e). If e is not saturated in C' it is either absent there (and
+        in C) or disclosed there, at a lower level; when C' has no selection to prove, that finding is
+        certain and C can never be e's reported channel. So C needs exact sets only for the values
+        saturated in every such C' (the *live* values); the maximal such C' suffice (saturated in C'
+        implies saturated in every channel under it). Channels whose links need selections proven are
+        left out: a higher channel may be the certain one there. O(tasks^2), once.
+        """
+        keys = [task.key for task in self.tasks]
+        dominating: dict[TaskKey, tuple[TaskKey, ...]] = {}
+        for key in keys:
+            below = [
+                other
+                for other in keys
+                if other[1:] == key[1:] and set(other[0]) < set(key[0]) and not self._open_selections[other]
+            ]
+            dominating[key] = tuple(
+                other for other in below if not any(set(other[0]) < set(higher[0]) for higher in below)
+            )
+        return dominating
+
+    @cached_property
     def _joined_on(self) -> dict[tuple[str, ...], tuple[str, ...]]:
         """Per channel, the attributes its natural join matches on (held by two or more of its views)."""
         attributes = {view.name: view.attributes for view in self.views}
@@ -408,18 +441,24 @@ class LinkageCheck:
             self._withdraw(state, withdrawn, attributes, touched)
         for name, frame in pending:
             before = self._version(state, name)
+            sizes = {
+                e: state.seen.dictionaries[e].len() if e in state.seen.dictionaries else 0 for e in self.identifiers
+            }
             new, _ = state.seen.add(name, frame, attributes[name])
-            arrivals = _Arrivals(name, new, before)
+            arrivals = _Arrivals(name, new, before, first_new=sizes)
             for identifier in self.identifiers:
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
             shared = SharedWork(state.caps)
+            # Per task, the identifier codes whose sets this view's rows saturated (tasks go by level, so a
+            # task's dominating sub-tasks are done before it: see _apply).
+            saturated_now: dict[TaskKey, pl.Series] = {}
             for task in self.tasks:
                 if name not in task.channel.views:
                     continue
                 done += 1
                 if new.height:
-                    found = self._apply(state, task=task, arrivals=arrivals, shared=shared)
+                    found = self._apply(state, task=task, arrivals=arrivals, shared=shared, saturated_now=saturated_now)
                     if found is not None:
                         touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
                 if progress is not None:
@@ -599,34 +638,95 @@ class LinkageCheck:
         task: LinkageTask,
         arrivals: _Arrivals,
         shared: SharedWork,
+        saturated_now: dict[TaskKey, pl.Series],
     ) -> pl.DataFrame | None:
         """Fold the joins of the arrived rows into the task's capped sets; the identifier codes whose capped
-        set grew (None when nothing joined)."""
+        set grew (None when nothing joined). Codes it saturates go to ``saturated_now``."""
         relations = self._relations(state, task, arrivals)
-        if relations is None:
-            return None
         changed = arrivals.view
         identifier, sensitive = task.identifier, task.sensitive
         sets = self._sets(state, task.key)
-        if sets is not None and sets.saturated.height:
+        founds: list[pl.DataFrame] = []
+        if self._dominating[task.key]:
+            relations = self._live_relations(
+                state,
+                task=task,
+                arrivals=arrivals,
+                relations=relations,
+                sets=sets,
+                shared=shared,
+                saturated_now=saturated_now,
+                founds=founds,
+            )
+        elif relations is not None and sets is not None and sets.saturated.height:
             relations = {
                 view: self._unsaturated(state, sets, identifier, view, relation, delta=view == changed)
                 if identifier in relation.columns
                 else relation
                 for view, relation in relations.items()
             }
-        # The best order depends on the delta's size against the views' (a first load joins whole views,
-        # a micro-batch a few rows): one plan per order of magnitude of the delta (factors of 4).
-        size = relations[changed].height.bit_length() // 2
-        plan = state.plans.setdefault((task.key, changed, size), Plan())
-        found = linked_values(relations, identifier, sensitive, self.k, shared, plan=plan)
-        if found.is_empty():
+        if relations is not None:
+            # The best order depends on the delta's size against the views' (a first load joins whole
+            # views, a micro-batch a few rows): one plan per order of magnitude of the delta (factors of 4).
+            size = relations[changed].height.bit_length() // 2
+            plan = state.plans.setdefault((task.key, changed, size), Plan())
+            founds.append(linked_values(relations, identifier, sensitive, self.k, shared, plan=plan))
+        founds = [frame for frame in founds if not frame.is_empty()]
+        if not founds:
             return None
+        # Caught-up codes and the delta's are disjoint: still at most k pairs per code.
+        return self._fold(state, task, sets, founds[0] if len(founds) == 1 else pl.concat(founds), saturated_now)
+
+    def _live_relations(
+        self,
+        state: LinkageState,
+        *,
+        task: LinkageTask,
+        arrivals: _Arrivals,
+        relations: dict[str, pl.DataFrame] | None,
+        sets: TaskSets | None,
+        shared: SharedWork,
+        saturated_now: Mapping[TaskKey, pl.Series],
+        founds: list[pl.DataFrame],
+    ) -> dict[str, pl.DataFrame] | None:
+        """For a task with dominating sub-tasks: the delta's relations restricted to the live codes
+        (:attr:`_dominating`); the whole sets of codes that became live in this step go to ``founds``."""
+        identifier = task.identifier
+        live = self._live(state, task, sets)
+        if live is None:
+            return None  # no value can be live: every one is absent or disclosed below
+        caught = self._newly_live(task, live, saturated_now, arrivals.first_new[identifier])
+        if caught is not None:
+            live = live.scatter(caught, False)  # their sets are computed whole: not again from the delta
+            founds.append(self._catch_up(state, task, caught, shared))
+        if relations is None:
+            return None
+        filtered = {
+            view: self._restrict(relation, live.gather(relation.get_column(identifier)), shared)
+            if identifier in relation.columns
+            else relation
+            for view, relation in relations.items()
+        }
+        return None if any(frame.is_empty() for frame in filtered.values()) else filtered
+
+    def _fold(
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        sets: TaskSets | None,
+        found: pl.DataFrame,
+        saturated_now: dict[TaskKey, pl.Series],
+    ) -> pl.DataFrame | None:
+        """Merge found pairs (codes below k, at most k pairs each) into the task's capped sets; the codes
+        whose set grew (None when none did)."""
+        identifier, sensitive = task.identifier, task.sensitive
         current = state.linked.get(task.key)
         if sets is None:
             state.linked[task.key] = found  # the task's first pairs, already at most k per code
             state.journal.setdefault(task.key, []).append(found)
-            self._sets(state, task.key)
+            first = self._sets(state, task.key)
+            assert first is not None
+            saturated_now[task.key] = first.saturated.get_column(identifier)
             return found.select(identifier).unique()
         # Every code found is below k (saturated codes were left out): merge with the partial sets only.
         earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
@@ -658,6 +758,7 @@ class LinkageCheck:
         partial = sets.partial
         if full.height:
             self._saturate(state, sets, identifier, full)
+            saturated_now[task.key] = full.get_column(identifier)
             if not earlier.is_empty():
                 partial = partial.join(full, on=identifier, how="anti")
             added_partial = added.join(full, on=identifier, how="anti")
@@ -665,6 +766,55 @@ class LinkageCheck:
             added_partial = added
         sets.partial = pl.concat([partial, added_partial]) if added_partial.height else partial
         return added.select(identifier).unique()
+
+    def _live(self, state: LinkageState, task: LinkageTask, sets: TaskSets | None) -> pl.Series | None:
+        """Per identifier code, whether the task must keep its set exact: saturated in every dominating
+        sub-task (:attr:`_dominating`) and not yet in this one. None when no code is. O(dictionary)."""
+        live: pl.Series | None = None
+        for key in self._dominating[task.key]:
+            below = self._sets(state, key)
+            if below is None or not below.saturated.height:
+                return None
+            mask = self._mask(state, below, task.identifier)
+            live = mask.clone() if live is None else live & mask  # a copy: the caller scatters into it
+        assert live is not None
+        if sets is not None:
+            live = live & ~self._mask(state, sets, task.identifier)
+        return live if live.any() else None
+
+    @staticmethod
+    def _restrict(relation: pl.DataFrame, rows: pl.Series, shared: SharedWork) -> pl.DataFrame:
+        """``relation``'s rows where ``rows`` is true, shared by the tasks of the batch that keep the same."""
+        return shared.subset(relation, rows, lambda: relation.filter(rows))
+
+    def _newly_live(
+        self, task: LinkageTask, live: pl.Series, saturated_now: Mapping[TaskKey, pl.Series], first_new: int
+    ) -> pl.Series | None:
+        """The live codes that became live in this step (saturated in a dominating sub-task by the step's
+        rows): their sets were not kept while they were not live, so they are computed whole. Values
+        first seen in the step (codes from ``first_new``) had no earlier rows: the delta joins give their
+        whole sets."""
+        parts = [saturated_now[key] for key in self._dominating[task.key] if key in saturated_now]
+        if not parts:
+            return None
+        codes = pl.concat(parts).unique()
+        codes = codes.filter((codes < first_new) & live.gather(codes)).sort()
+        return codes if codes.len() else None
+
+    def _catch_up(self, state: LinkageState, task: LinkageTask, codes: pl.Series, shared: SharedWork) -> pl.DataFrame:
+        """The whole capped sets of ``codes`` in the task, from the rows present (views holding the
+        identifier restricted to the codes first: the work follows the codes, not the state)."""
+        relations = {}
+        for view, keep in self._needed(task).items():
+            relation = self._projection(state, view, keep)
+            if relation is None:
+                return pl.DataFrame()
+            if task.identifier in keep:
+                relation = shared.subset(relation, codes, partial(_having, relation, task.identifier, codes))
+            relations[view] = relation
+        size = codes.len().bit_length() // 2
+        plan = state.plans.setdefault((task.key, "\0catch-up", size), Plan())
+        return linked_values(relations, task.identifier, task.sensitive, self.k, shared, plan=plan)
 
     def _sets(self, state: LinkageState, key: TaskKey) -> TaskSets | None:
         """The task's capped sets split by saturation (None before its first pairs); O(pairs) to build."""
@@ -702,8 +852,10 @@ class LinkageCheck:
     def _drop_saturated(
         self, state: LinkageState, sets: TaskSets, identifier: str, frame: pl.DataFrame
     ) -> pl.DataFrame:
-        """``frame``'s rows whose identifier code is not saturated, by the mask: O(rows), no hash table."""
-        return frame.filter(~self._mask(state, sets, identifier).gather(frame.get_column(identifier)))
+        """``frame``'s rows whose identifier code is not saturated, by the mask: O(rows), no hash table.
+        ``frame`` itself when none is (the same object, so tasks of one batch share its joins)."""
+        saturated = self._mask(state, sets, identifier).gather(frame.get_column(identifier))
+        return frame.filter(~saturated) if saturated.any() else frame
 
     def _unsaturated(
         self,

@@ -60,6 +60,7 @@ class SharedWork:
         self._alive: dict[int, pl.DataFrame] = {}
         self.distinct: dict[tuple[object, ...], int] = {}
         self.results: dict[tuple[object, ...], pl.DataFrame] = {}
+        self._subsets: dict[int, list[tuple[pl.Series, pl.DataFrame]]] = {}
         self.kept = kept
 
     def identity(self, frame: pl.DataFrame) -> int:
@@ -72,6 +73,20 @@ class SharedWork:
             self.identity(result)
             self.results[key] = result
         return self.results[key]
+
+    def subset(self, frame: pl.DataFrame, selector: pl.Series, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        """The subset of ``frame`` that ``selector`` (a row mask, or the values kept) picks, computed once per
+        batch for equal selectors: tasks that restrict one relation alike then share the joins after it."""
+        entries = self._subsets.setdefault(self.identity(frame), [])
+        for known, result in entries:
+            if known.equals(selector):
+                return result
+        result = compute()
+        if result.height == frame.height:
+            result = frame  # nothing left out: the frame itself, whose joins other tasks share
+        self.identity(result)
+        entries.append((selector, result))
+        return result
 
     def capped(self, frame: pl.DataFrame, target: str, k: int, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
         """``frame`` capped at k values of ``target`` per key: shared in the batch, and across batches (in
@@ -112,14 +127,14 @@ class KeptCaps:
 class Plan:
     """The order in which one elimination run eliminated its attributes, for runs of the same shape.
 
-    The first run with a plan records the greedy choices; later runs replay them without estimating
-    costs (the distinct counts behind the estimates cost as much as a small delta's joins). An order
+    The first run with a plan records the greedy choices (a run that stops early, on an empty factor,
+    records as far as it went; the next run to go further extends the plan); later runs replay them
+    without estimating costs (the distinct counts behind the estimates cost as much as a small delta's joins). An order
     never changes the result, only the work: a stream update keeps one plan per (task, changed view, order
     of magnitude of the delta), whose relations have the same schemas and like sizes batch after batch.
     """
 
     order: list[str] = field(default_factory=list)
-    recorded: bool = False
 
 
 class _Elimination:
@@ -195,7 +210,7 @@ class _Elimination:
         """The planned attribute when a recorded plan has it, else the cheapest by estimate."""
         plan, position = self.plan, self.position
         self.position += 1
-        if plan is not None and plan.recorded and position < len(plan.order) and plan.order[position] in variables:
+        if plan is not None and position < len(plan.order) and plan.order[position] in variables:
             return plan.order[position]
         best: tuple[float, int, str] | None = None
         for variable in variables:
@@ -204,8 +219,8 @@ class _Elimination:
             if best is None or candidate < best:
                 best = candidate
         assert best is not None
-        if plan is not None and not plan.recorded:
-            plan.order.append(best[2])
+        if plan is not None and position == len(plan.order):
+            plan.order.append(best[2])  # the plan grows where no run went before (a run may stop early)
         return best[2]
 
     def step(self) -> bool:
@@ -230,16 +245,28 @@ class _Elimination:
         key = ("eliminate", variable, *sorted(self.shared.identity(f) for f in inputs), *keep, capped, self.k)
         if not keep:  # a component apart from E and T: it only matters whether its join is empty
             self.empty |= _join_all(inputs).is_empty()
-            return True
+            return not self.empty
         self.created += 1
-        self.factors[f"\0{self.created}"] = self.shared.remember(key, eliminate)
+        factor = self.shared.remember(key, eliminate)
+        self.factors[f"\0{self.created}"] = factor
+        if factor.is_empty():
+            # The join is empty whatever the other factors hold: stop (about half the runs of a stream
+            # update end so, a delta meeting only saturated values).
+            self.empty = True
+            return False
         return True
 
     def result(self) -> pl.DataFrame:
-        joined = _join_all(list(self.factors.values()))
         if self.empty:
-            joined = joined.clear()
+            return pl.DataFrame(schema=self._schema())
+        joined = _join_all(list(self.factors.values()))
         return cap_per_key(joined.select(self.source, self.target), [self.source], self.k)
+
+    def _schema(self) -> dict[str, pl.DataType]:
+        schema: dict[str, pl.DataType] = {}
+        for frame in self.factors.values():
+            schema.update(frame.schema)
+        return {self.source: schema[self.source], self.target: schema[self.target]}
 
 
 def linked_values(
@@ -267,6 +294,4 @@ def linked_values(
     elimination = _Elimination(relations, source, target, k, shared if shared is not None else SharedWork(), plan=plan)
     while elimination.step():
         pass
-    if plan is not None:
-        plan.recorded = True
     return elimination.result()
