@@ -153,6 +153,9 @@ class TaskSets:
     #: Per identifier code, whether it is saturated: a delta is checked in O(delta), not by a hash join.
     mask: pl.Series
     filtered: dict[str, Unsaturated] = field(default_factory=dict)
+    #: Per identifier code, whether it has pairs in ``partial`` (a merge or a diff that reaches none of
+    #: them skips its join with the partial pairs).
+    holding: pl.Series = field(default_factory=lambda: pl.Series(dtype=pl.Boolean))
 
 
 @dataclass
@@ -669,7 +672,7 @@ class LinkageCheck:
             # The best order depends on the delta's size against the views' (a first load joins whole
             # views, a micro-batch a few rows): one plan per order of magnitude of the delta (factors of 4).
             size = relations[changed].height.bit_length() // 2
-            plan = state.plans.setdefault((task.key, changed, size), Plan())
+            plan = self._plan(state, task.key, changed, size)
             founds.append(linked_values(relations, identifier, sensitive, self.k, shared, plan=plan))
         founds = [frame for frame in founds if not frame.is_empty()]
         if not founds:
@@ -729,7 +732,11 @@ class LinkageCheck:
             saturated_now[task.key] = first.saturated.get_column(identifier)
             return found.select(identifier).unique()
         # Every code found is below k (saturated codes were left out): merge with the partial sets only.
-        earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
+        holding = self._holding(state, sets, identifier)
+        if holding.gather(found.get_column(identifier)).any():
+            earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
+        else:
+            earlier = sets.partial.clear()
         if earlier.is_empty():
             merged = added = found  # new codes only (a delta's common case): already at most k per code
         else:
@@ -761,11 +768,17 @@ class LinkageCheck:
             saturated_now[task.key] = full.get_column(identifier)
             if not earlier.is_empty():
                 partial = partial.join(full, on=identifier, how="anti")
+                holding = holding.scatter(full.get_column(identifier), False)
             added_partial = added.join(full, on=identifier, how="anti")
         else:
             added_partial = added
-        sets.partial = pl.concat([partial, added_partial]) if added_partial.height else partial
-        return added.select(identifier).unique()
+        if added_partial.height:
+            sets.partial = pl.concat([partial, added_partial])
+            holding = holding.scatter(added_partial.get_column(identifier), True)
+        else:
+            sets.partial = partial
+        sets.holding = holding
+        return added.select(identifier)
 
     def _live(self, state: LinkageState, task: LinkageTask, sets: TaskSets | None) -> pl.Series | None:
         """Per identifier code, whether the task must keep its set exact: saturated in every dominating
@@ -781,6 +794,23 @@ class LinkageCheck:
         if sets is not None:
             live = live & ~self._mask(state, sets, task.identifier)
         return live if live.any() else None
+
+    @staticmethod
+    def _plan(state: LinkageState, key: TaskKey, view: str, size: int) -> Plan:
+        """The elimination plan of (task, changed view, delta size class); a new one starts from the order of
+        the nearest size class recorded (a neighbour's order is almost always as good, and recording one
+        costs distinct counts of whole views): orders only change the work, never the result."""
+        plan = state.plans.get((key, view, size))
+        if plan is None:
+            for distance in (1, 2):
+                near = state.plans.get((key, view, size - distance)) or state.plans.get((key, view, size + distance))
+                if near is not None:
+                    plan = Plan(order=list(near.order))
+                    break
+            else:
+                plan = Plan()
+            state.plans[(key, view, size)] = plan
+        return plan
 
     @staticmethod
     def _restrict(relation: pl.DataFrame, rows: pl.Series, shared: SharedWork) -> pl.DataFrame:
@@ -813,7 +843,7 @@ class LinkageCheck:
                 relation = shared.subset(relation, codes, partial(_having, relation, task.identifier, codes))
             relations[view] = relation
         size = codes.len().bit_length() // 2
-        plan = state.plans.setdefault((task.key, "\0catch-up", size), Plan())
+        plan = self._plan(state, task.key, "\0catch-up", size)
         return linked_values(relations, task.identifier, task.sensitive, self.k, shared, plan=plan)
 
     def _sets(self, state: LinkageState, key: TaskKey) -> TaskSets | None:
@@ -834,6 +864,18 @@ class LinkageCheck:
             self._saturate(state, sets, identifier, counts.filter(pl.col("len") >= self.k).select(identifier))
             state.sets[key] = sets
         return sets
+
+    @staticmethod
+    def _holding(state: LinkageState, sets: TaskSets, identifier: str) -> pl.Series:
+        """Which codes have partial pairs, as long as the identifier's dictionary."""
+        size = state.seen.dictionaries[identifier].len()
+        if sets.holding.len() < size:
+            if not sets.holding.len():
+                codes = sets.partial.get_column(identifier).unique()
+                sets.holding = pl.Series(dtype=pl.Boolean).extend_constant(False, size).scatter(codes, True)
+            else:
+                sets.holding = sets.holding.extend_constant(False, size - sets.holding.len())
+        return sets.holding
 
     @staticmethod
     def _mask(state: LinkageState, sets: TaskSets, identifier: str) -> pl.Series:
@@ -954,6 +996,8 @@ class LinkageCheck:
                 continue
             frame = sets.partial  # every code of the partial sets is below k: disclosed
             if codes is not None:
+                if frame.is_empty() or not self._holding(state, sets, identifier).gather(codes).any():
+                    continue
                 frame = frame.filter(pl.col(identifier).is_in(codes.implode()))
             if frame.is_empty():
                 continue

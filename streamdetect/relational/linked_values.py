@@ -109,6 +109,20 @@ class KeptCaps:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[int, str, int], tuple[weakref.ref[pl.DataFrame], pl.DataFrame]] = {}
+        self._distinct: dict[tuple[int, tuple[str, ...]], tuple[weakref.ref[pl.DataFrame], int]] = {}
+
+    def distinct(self, frame: pl.DataFrame, on: tuple[str, ...]) -> int:
+        """The number of distinct values of ``on`` in ``frame``, counted once while the frame lives (the
+        elimination order's estimates read it: a plan recorded for a new delta size reuses the counts)."""
+        key = (id(frame), on)
+        entry = self._distinct.get(key)
+        if entry is not None and entry[0]() is frame:
+            return entry[1]
+        if len(self._distinct) > 4 * len(self._entries) + 64:
+            self._distinct = {key: entry for key, entry in self._distinct.items() if entry[0]() is not None}
+        count = frame.select(on).n_unique()
+        self._distinct[key] = (weakref.ref(frame), count)
+        return count
 
     def get(self, frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame | None:
         """The capped form of ``frame`` if kept."""
@@ -186,7 +200,14 @@ class _Elimination:
         frame = self.factors[name]
         key = (self.shared.identity(frame), *on)
         if key not in self.shared.distinct:
-            self.shared.distinct[key] = frame.height if set(on) == set(frame.columns) else frame.select(on).n_unique()
+            if set(on) == set(frame.columns):
+                count = frame.height
+            elif self.shared.kept is not None:
+                # A stored view's frame stays the same object across batches: count its values once.
+                count = self.shared.kept.distinct(frame, on)
+            else:
+                count = frame.select(on).n_unique()
+            self.shared.distinct[key] = count
         return self.shared.distinct[key]
 
     def _measure(self, holders: list[str]) -> float:
