@@ -67,6 +67,12 @@ def _continues(key: str, have: int, start: int) -> None:
         raise ValueError(f"state piece {key!r} starts at {start} but the state holds {have}: a piece is missing")
 
 
+def _record(saturated_now: dict[TaskKey, pl.Series], key: TaskKey, codes: pl.Series) -> None:
+    """Note codes a step saturated in a task (a task may saturate codes more than once in a step)."""
+    earlier = saturated_now.get(key)
+    saturated_now[key] = codes if earlier is None else pl.concat([earlier, codes])
+
+
 def _having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
     """``frame``'s rows whose ``column`` holds one of ``codes``."""
     return frame.filter(pl.col(column).is_in(codes.implode()))
@@ -388,6 +394,22 @@ class LinkageCheck:
         return dominating
 
     @cached_property
+    def _above(self) -> dict[TaskKey, tuple[TaskKey, ...]]:
+        """Per task, the tasks of the same (E, S) over a proper superset of its views, by level."""
+        keys = [task.key for task in self.tasks]
+        return {
+            key: tuple(other for other in keys if other[1:] == key[1:] and set(other[0]) > set(key[0])) for key in keys
+        }
+
+    @cached_property
+    def _tops(self) -> dict[TaskKey, tuple[TaskKey, ...]]:
+        """Per task, the maximal tasks of :attr:`_above` (BP: the channel of all six views)."""
+        return {
+            key: tuple(top for top in above if not any(set(top[0]) < set(other[0]) for other in above))
+            for key, above in self._above.items()
+        }
+
+    @cached_property
     def _joined_on(self) -> dict[tuple[str, ...], tuple[str, ...]]:
         """Per channel, the attributes its natural join matches on (held by two or more of its views)."""
         attributes = {view.name: view.attributes for view in self.views}
@@ -452,22 +474,42 @@ class LinkageCheck:
             for identifier in self.identifiers:
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
-            shared = SharedWork(state.caps)
-            # Per task, the identifier codes whose sets this view's rows saturated (tasks go by level, so a
-            # task's dominating sub-tasks are done before it: see _apply).
-            saturated_now: dict[TaskKey, pl.Series] = {}
-            for task in self.tasks:
-                if name not in task.channel.views:
-                    continue
-                done += 1
-                if new.height:
-                    found = self._apply(state, task=task, arrivals=arrivals, shared=shared, saturated_now=saturated_now)
-                    if found is not None:
-                        touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
-                if progress is not None:
-                    progress(done, total)
+            tasks = [task for task in self.tasks if name in task.channel.views]
+            if new.height:
+                self._add(state, arrivals, tasks, touched, progress=progress, done=done, total=total)
+            done += len(tasks)
+            if progress is not None:
+                progress(done, total)
         codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
         return self._diff_touched(state, state.open, codes)
+
+    def _add(
+        self,
+        state: LinkageState,
+        arrivals: _Arrivals,
+        tasks: list[LinkageTask],
+        touched: dict[str, list[pl.Series]],
+        *,
+        progress: Progress | None,
+        done: int,
+        total: int,
+    ) -> None:
+        """Fold one view's arrived rows into the tasks holding it, by level."""
+        shared = SharedWork(state.caps)
+        # Per task, the identifier codes whose sets these rows saturated (tasks go by level, so a task's
+        # dominating sub-tasks are done before it: see _apply).
+        saturated_now: dict[TaskKey, pl.Series] = {}
+        # Per top task, the codes whose whole sets it computed in this step (_inherit).
+        probed: dict[TaskKey, pl.Series] = {}
+        for position, task in enumerate(tasks):
+            found = self._apply(state, task=task, arrivals=arrivals, shared=shared, saturated_now=saturated_now)
+            if found is not None:
+                touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
+            if task.key in saturated_now and self._tops[task.key]:
+                for grown in self._inherit(state, task, saturated_now, probed, shared):
+                    touched.setdefault(task.identifier, []).append(grown)
+            if progress is not None:
+                progress(done + position + 1, total)
 
     def _withdraw(
         self,
@@ -729,7 +771,7 @@ class LinkageCheck:
             state.journal.setdefault(task.key, []).append(found)
             first = self._sets(state, task.key)
             assert first is not None
-            saturated_now[task.key] = first.saturated.get_column(identifier)
+            _record(saturated_now, task.key, first.saturated.get_column(identifier))
             return found.select(identifier).unique()
         # Every code found is below k (saturated codes were left out): merge with the partial sets only.
         holding = self._holding(state, sets, identifier)
@@ -765,7 +807,7 @@ class LinkageCheck:
         partial = sets.partial
         if full.height:
             self._saturate(state, sets, identifier, full)
-            saturated_now[task.key] = full.get_column(identifier)
+            _record(saturated_now, task.key, full.get_column(identifier))
             if not earlier.is_empty():
                 partial = partial.join(full, on=identifier, how="anti")
                 holding = holding.scatter(full.get_column(identifier), False)
@@ -779,6 +821,121 @@ class LinkageCheck:
             sets.partial = partial
         sets.holding = holding
         return added.select(identifier)
+
+    def _inherit(
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        saturated_now: dict[TaskKey, pl.Series],
+        probed: dict[TaskKey, pl.Series],
+        shared: SharedWork,
+    ) -> list[pl.Series]:
+        """Settle codes this step saturated in ``task`` from the top down: the codes grown, per task.
+
+        Those codes become live in the tasks above (:attr:`_dominating`), which would compute their sets
+        level by level. A channel T over more views links a value to a subset of what any channel under
+        it links it to, so a code saturated in T is saturated in every task between, with T's k values as
+        witnesses. So the codes' whole sets are computed first in the top tasks (as a catch-up), and where
+        a code stays below k there, in the tasks one level under them (on BP a value is either saturated
+        at the top, as most new people are, or fails only in the channels joining Givenname twice); the
+        codes saturated in a probed task T, with their k values, go to every task between ``task`` and T
+        that holds the changed view (one that does not was saturated already: nothing of its join
+        changed). Codes not settled go on level by level. Exact: every pair added is a pair of the task's
+        join. Cost: one catch-up per probed task and one merge per task settled.
+        """
+        grown: list[pl.Series] = []
+        codes = saturated_now[task.key].unique()
+        above = self._above[task.key]
+        targets = list(self._tops[task.key])
+        for _ in range(2):  # the tops, then the tasks one level under them
+            failed_at: list[TaskKey] = []
+            for top_key in targets:
+                left = self._probe(
+                    state,
+                    top_key=top_key,
+                    codes=codes,
+                    above=above,
+                    saturated_now=saturated_now,
+                    probed=probed,
+                    shared=shared,
+                    grown=grown,
+                )
+                if left:
+                    failed_at.append(top_key)
+            under = {key for top in failed_at for key in above if set(key[0]) < set(top[0])}
+            targets = [key for key in under if not any(set(key[0]) < set(other[0]) for other in under)]
+        return grown
+
+    def _probe(
+        self,
+        state: LinkageState,
+        *,
+        top_key: TaskKey,
+        codes: pl.Series,
+        above: tuple[TaskKey, ...],
+        saturated_now: dict[TaskKey, pl.Series],
+        probed: dict[TaskKey, pl.Series],
+        shared: SharedWork,
+        grown: list[pl.Series],
+    ) -> bool:
+        """Compute ``codes``' whole sets in one task, give those saturated there to the tasks between;
+        whether some code stayed below k there."""
+        top = self._by_key[top_key]
+        identifier = top.identifier
+        sets = self._sets(state, top_key)
+        candidates = codes if sets is None else codes.filter(~self._mask(state, sets, identifier).gather(codes))
+        if top_key in probed:
+            # Codes whose whole sets the task computed earlier in the step and left below k stay so.
+            candidates = candidates.filter(~candidates.is_in(probed[top_key].implode()))
+        if candidates.is_empty():
+            return False
+        _record(probed, top_key, candidates)
+        found = self._catch_up(state, top, candidates.sort(), shared)
+        if found.is_empty():
+            return True  # nothing joins there (a view not published yet): the tasks under it may
+        saturated = found.filter(pl.len().over(identifier) >= self.k)
+        added = self._fold(state, top, sets, found, saturated_now)
+        if added is not None:
+            grown.append(added.get_column(identifier))
+        if saturated.height:
+            for key in above:
+                if not set(key[0]) < set(top_key[0]):
+                    continue
+                between = self._sets(state, key)
+                witnesses = saturated
+                if between is not None:
+                    mask = self._mask(state, between, identifier)
+                    witnesses = saturated.filter(~mask.gather(saturated.get_column(identifier)))
+                if witnesses.height:
+                    added = self._fold_saturated(state, self._by_key[key], between, witnesses, saturated_now)
+                    if added is not None:
+                        grown.append(added.get_column(identifier))
+        return saturated.height < candidates.len() * self.k
+
+    @cached_property
+    def _by_key(self) -> dict[TaskKey, LinkageTask]:
+        return {task.key: task for task in self.tasks}
+
+    def _fold_saturated(
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        sets: TaskSets | None,
+        witnesses: pl.DataFrame,
+        saturated_now: dict[TaskKey, pl.Series],
+    ) -> pl.DataFrame | None:
+        """:meth:`_fold` of k pairs per code, for codes without partial pairs: appended and marked
+        saturated, no merge needed (codes with partial pairs take the general merge)."""
+        identifier = task.identifier
+        if sets is None or self._holding(state, sets, identifier).gather(witnesses.get_column(identifier)).any():
+            return self._fold(state, task, sets, witnesses, saturated_now)
+        grown = pl.concat([state.linked[task.key], witnesses], rechunk=False)
+        state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
+        state.journal.setdefault(task.key, []).append(witnesses)
+        codes = witnesses.select(identifier).unique()
+        self._saturate(state, sets, identifier, codes)
+        _record(saturated_now, task.key, codes.get_column(identifier))
+        return codes
 
     def _live(self, state: LinkageState, task: LinkageTask, sets: TaskSets | None) -> pl.Series | None:
         """Per identifier code, whether the task must keep its set exact: saturated in every dominating
