@@ -506,7 +506,9 @@ class LinkageCheck:
             if found is not None:
                 touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
             if task.key in saturated_now and self._tops[task.key]:
-                for grown in self._inherit(state, task, saturated_now, probed, shared):
+                for grown in self._inherit(
+                    state, task, arrivals=arrivals, saturated_now=saturated_now, probed=probed, shared=shared
+                ):
                     touched.setdefault(task.identifier, []).append(grown)
             if progress is not None:
                 progress(done + position + 1, total)
@@ -743,7 +745,7 @@ class LinkageCheck:
         caught = self._newly_live(task, live, saturated_now, arrivals.first_new[identifier])
         if caught is not None:
             live = live.scatter(caught, False)  # their sets are computed whole: not again from the delta
-            founds.append(self._catch_up(state, task, caught, shared))
+            founds.append(self._catch_up(state, task, caught, shared, arrivals=arrivals))
         if relations is None:
             return None
         filtered = {
@@ -826,6 +828,8 @@ class LinkageCheck:
         self,
         state: LinkageState,
         task: LinkageTask,
+        *,
+        arrivals: _Arrivals,
         saturated_now: dict[TaskKey, pl.Series],
         probed: dict[TaskKey, pl.Series],
         shared: SharedWork,
@@ -852,6 +856,7 @@ class LinkageCheck:
             for top_key in targets:
                 left = self._probe(
                     state,
+                    arrivals=arrivals,
                     top_key=top_key,
                     codes=codes,
                     above=above,
@@ -870,6 +875,7 @@ class LinkageCheck:
         self,
         state: LinkageState,
         *,
+        arrivals: _Arrivals,
         top_key: TaskKey,
         codes: pl.Series,
         above: tuple[TaskKey, ...],
@@ -890,7 +896,7 @@ class LinkageCheck:
         if candidates.is_empty():
             return False
         _record(probed, top_key, candidates)
-        found = self._catch_up(state, top, candidates.sort(), shared)
+        found = self._catch_up(state, top, candidates.sort(), shared, arrivals=arrivals)
         if found.is_empty():
             return True  # nothing joins there (a view not published yet): the tasks under it may
         saturated = found.filter(pl.len().over(identifier) >= self.k)
@@ -988,11 +994,17 @@ class LinkageCheck:
         codes = codes.filter((codes < first_new) & live.gather(codes)).sort()
         return codes if codes.len() else None
 
-    def _catch_up(self, state: LinkageState, task: LinkageTask, codes: pl.Series, shared: SharedWork) -> pl.DataFrame:
+    def _catch_up(
+        self, state: LinkageState, task: LinkageTask, codes: pl.Series, shared: SharedWork, *, arrivals: _Arrivals
+    ) -> pl.DataFrame:
         """The whole capped sets of ``codes`` in the task, from the rows present (views holding the
         identifier restricted to the codes first: the work follows the codes, not the state)."""
         relations = {}
         for view, keep in self._needed(task).items():
+            if view == arrivals.view and view in state.seen.rows:
+                # Grow the changed view's kept projection by the arrived rows (as the delta joins do),
+                # rather than rebuild it from every row.
+                self._delta_projection(state, arrivals, keep)
             relation = self._projection(state, view, keep)
             if relation is None:
                 return pl.DataFrame()
