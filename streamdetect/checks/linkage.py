@@ -47,7 +47,7 @@ from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import decode, decode_frame
-from streamdetect.relational.linked_values import KeptCaps, Plan, SharedWork, linked_values
+from streamdetect.relational.linked_values import KeptCaps, Plan, SharedWork, cap_per_key, linked_values
 
 Progress = Callable[[int, int], None]
 #: Chunks an append-only frame (linked set, projection) may have before it is made contiguous again.
@@ -721,8 +721,10 @@ class LinkageCheck:
         founds = [frame for frame in founds if not frame.is_empty()]
         if not founds:
             return None
-        # Caught-up codes and the delta's are disjoint: still at most k pairs per code.
-        return self._fold(state, task, sets, founds[0] if len(founds) == 1 else pl.concat(founds), saturated_now)
+        # Caught-up codes are left out of the delta's joins, so the two are disjoint; capped again all the
+        # same, as _fold takes at most k distinct pairs per code.
+        found = founds[0] if len(founds) == 1 else cap_per_key(pl.concat(founds), [identifier], self.k)
+        return self._fold(state, task, sets, found, saturated_now)
 
     def _live_relations(
         self,
@@ -978,7 +980,7 @@ class LinkageCheck:
     @staticmethod
     def _restrict(relation: pl.DataFrame, rows: pl.Series, shared: SharedWork) -> pl.DataFrame:
         """``relation``'s rows where ``rows`` is true, shared by the tasks of the batch that keep the same."""
-        return shared.subset(relation, rows, lambda: relation.filter(rows))
+        return shared.subset(relation, "rows", rows, lambda: relation.filter(rows))
 
     def _newly_live(
         self, task: LinkageTask, live: pl.Series, saturated_now: Mapping[TaskKey, pl.Series], first_new: int
@@ -1009,7 +1011,7 @@ class LinkageCheck:
             if relation is None:
                 return pl.DataFrame()
             if task.identifier in keep:
-                relation = shared.subset(relation, codes, partial(_having, relation, task.identifier, codes))
+                relation = shared.subset(relation, "codes", codes, partial(_having, relation, task.identifier, codes))
             relations[view] = relation
         size = codes.len().bit_length() // 2
         plan = self._plan(state, task.key, "\0catch-up", size)

@@ -60,7 +60,7 @@ class SharedWork:
         self._alive: dict[int, pl.DataFrame] = {}
         self.distinct: dict[tuple[object, ...], int] = {}
         self.results: dict[tuple[object, ...], pl.DataFrame] = {}
-        self._subsets: dict[int, list[tuple[pl.Series, pl.DataFrame]]] = {}
+        self._subsets: dict[tuple[int, str], list[tuple[pl.Series, pl.DataFrame]]] = {}
         self.kept = kept
 
     def identity(self, frame: pl.DataFrame) -> int:
@@ -74,12 +74,15 @@ class SharedWork:
             self.results[key] = result
         return self.results[key]
 
-    def subset(self, frame: pl.DataFrame, selector: pl.Series, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
-        """The subset of ``frame`` that ``selector`` (a row mask, or the values kept) picks, computed once per
-        batch for equal selectors: tasks that restrict one relation alike then share the joins after it."""
-        entries = self._subsets.setdefault(self.identity(frame), [])
+    def subset(
+        self, frame: pl.DataFrame, kind: str, selector: pl.Series, compute: Callable[[], pl.DataFrame]
+    ) -> pl.DataFrame:
+        """The subset of ``frame`` that ``selector`` picks, computed once per batch for equal selectors of one
+        ``kind`` (a row mask, or the codes kept: never compared with each other, as 0 equals False):
+        tasks that restrict one relation alike then share the joins after it."""
+        entries = self._subsets.setdefault((self.identity(frame), kind), [])
         for known, result in entries:
-            if known.equals(selector):
+            if known.equals(selector, check_dtypes=True):
                 return result
         result = compute()
         if result.height == frame.height:
