@@ -550,7 +550,9 @@ class LinkageCheck:
                     relations = self._relations(state, task, withdrawn_rows)
                     if relations is None:
                         continue
-                    joined = linked_values(relations, task.identifier, task.sensitive, 1, shared)
+                    size = relations[name].height.bit_length() // 2
+                    plan = self._plan(state, task.key, f"\0reach {name}", size)
+                    joined = linked_values(relations, task.identifier, task.sensitive, 1, shared, plan=plan)
                     ids = joined.get_column(task.identifier)
                 if not ids.len():
                     continue
@@ -566,25 +568,37 @@ class LinkageCheck:
     def _recompute(
         self, state: LinkageState, reached: Mapping[TaskKey, list[pl.Series]], touched: dict[str, list[pl.Series]]
     ) -> None:
-        """Recompute the capped sets of the identifier values reached, per task, from the rows present."""
-        by_key = {task.key: task for task in self.tasks}
+        """Recompute the capped sets of the identifier values reached, per task, from the rows present.
+
+        By level, so that a task's dominating sub-tasks are exact first: a reached value that is no longer
+        live in a task (:attr:`_dominating`) loses its pairs there instead of being recomputed (its set
+        cannot decide a report; an empty stored set is a subset of the true one).
+        """
         # Views without the identifier enter every task as their kept projections: shared, with their
         # eliminations; those holding it are restricted to the values reached.
         shared = SharedWork()
-        for key, parts in reached.items():
-            task = by_key[key]
+        for task in self.tasks:
+            parts = reached.get(task.key)
+            if not parts:
+                continue
+            key = task.key
             codes = pl.concat(parts).unique()
             touched.setdefault(task.identifier, []).append(codes)
+            linked = state.linked[key]
+            kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
+            live = codes
+            if self._dominating[key]:
+                mask = self._live(state, task, None)
+                live = codes.filter(mask.gather(codes)) if mask is not None else codes.clear()
             relations = {}
             for view, keep in self._needed(task).items():
                 relation = self._projection(state, view, keep)
                 assert relation is not None  # the task has linked sets: every view of its channel published
                 if task.identifier in keep:
-                    relation = relation.filter(pl.col(task.identifier).is_in(codes.implode()))
+                    relation = relation.filter(pl.col(task.identifier).is_in(live.implode()))
                 relations[view] = relation
-            linked = state.linked[key]
-            kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
-            again = linked_values(relations, task.identifier, task.sensitive, self.k, shared)
+            plan = self._plan(state, key, "\0recompute", live.len().bit_length() // 2)
+            again = linked_values(relations, task.identifier, task.sensitive, self.k, shared, plan=plan)
             again = again.select(kept.columns)
             state.linked[key] = pl.concat([kept, again]).rechunk()
             state.sets.pop(key, None)
