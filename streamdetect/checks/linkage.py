@@ -20,6 +20,12 @@ out of the joins (a mask per task); merges and finding diffs read the sets below
 orders are recorded once per (task, view, delta size) and replayed. Those are caches beside the state,
 rebuilt after a restore or a withdrawal; the state itself is only the rows and the capped sets.
 
+Only the minimal channel of a disclosure is reported, so a task keeps exact sets only for its *live*
+identifier values, those saturated in every sub-channel with no selection to prove (a value disclosed
+or absent below can never be reported higher up); a stored set is always a subset of the true one, and
+equal to it while the value is live. Values becoming live are caught up whole, and values a step
+saturates are settled from the top down (:meth:`LinkageCheck._inherit`). docs/design.md gives the proof.
+
 Null is not a value: a row with a null in an attribute a channel uses drops out of that channel.
 """
 
