@@ -508,12 +508,16 @@ class LinkageCheck:
         # Per top task, the codes whose whole sets it computed in this step (_inherit).
         probed: dict[TaskKey, pl.Series] = {}
         for position, task in enumerate(tasks):
+            earlier = saturated_now.get(task.key)
             found = self._apply(state, task=task, arrivals=arrivals, shared=shared, saturated_now=saturated_now)
             if found is not None:
                 touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
-            if task.key in saturated_now and self._tops[task.key]:
+            now = saturated_now.get(task.key)
+            if now is not None and now is not earlier and self._tops[task.key]:
+                # Only the codes the task's own joins saturated: those settled from a top were probed there.
+                own = now if earlier is None else now.slice(earlier.len())
                 for grown in self._inherit(
-                    state, task, arrivals=arrivals, saturated_now=saturated_now, probed=probed, shared=shared
+                    state, task, own, arrivals=arrivals, saturated_now=saturated_now, probed=probed, shared=shared
                 ):
                     touched.setdefault(task.identifier, []).append(grown)
             if progress is not None:
@@ -625,10 +629,13 @@ class LinkageCheck:
             identifier: set(decode(state.seen.dictionaries, identifier, values.to_list()))
             for identifier, values in codes.items()
         }
+        # The open findings of the touched values, looked up by subject (not a scan of every open finding).
         before = [
             finding
-            for finding in open_findings.values()
-            if finding.identifier_value in touched_values.get(finding.identifier_attribute, ())
+            for identifier, values in touched_values.items()
+            for value in values
+            for sensitive in self.sensitive
+            if (finding := open_findings.get((LinkageFinding.check, identifier, value, sensitive))) is not None
         ]
         delta = diff(before, after)
         for finding in before:
@@ -850,13 +857,14 @@ class LinkageCheck:
         self,
         state: LinkageState,
         task: LinkageTask,
+        saturated: pl.Series,
         *,
         arrivals: _Arrivals,
         saturated_now: dict[TaskKey, pl.Series],
         probed: dict[TaskKey, pl.Series],
         shared: SharedWork,
     ) -> list[pl.Series]:
-        """Settle codes this step saturated in ``task`` from the top down: the codes grown, per task.
+        """Settle codes ``task``'s joins just saturated from the top down: the codes grown, per task.
 
         Those codes become live in the tasks above (:attr:`_dominating`), which would compute their sets
         level by level. A channel T over more views links a value to a subset of what any channel under
@@ -870,7 +878,7 @@ class LinkageCheck:
         join. Cost: one catch-up per probed task and one merge per task settled.
         """
         grown: list[pl.Series] = []
-        codes = saturated_now[task.key].unique()
+        codes = saturated.unique()
         above = self._above[task.key]
         targets = list(self._tops[task.key])
         for _ in range(2):  # the tops, then the tasks one level under them
