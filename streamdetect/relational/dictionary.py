@@ -37,8 +37,8 @@ class ValueIndex:
         codes = self._codes.setdefault(name, {})
         known = dictionaries.get(name)
         if known is not None and len(codes) < known.len():
-            for position, value in enumerate(known.slice(len(codes)).to_list(), start=len(codes)):
-                codes[value] = position
+            # One C-level update (a Python loop took 0.1 s per 452,000-value dictionary on first use).
+            codes.update(zip(known.slice(len(codes)).to_list(), range(len(codes), known.len()), strict=True))
         return codes
 
 
