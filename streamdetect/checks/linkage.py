@@ -1292,13 +1292,17 @@ def run_linkage(
 class Linkage:
     """The linkage check behind the check protocol (:mod:`streamdetect.checks.protocol`).
 
-    State partitions by task: each (channel, identifier, sensitive) task's linked sets depend only on the
-    rows of its channel's views (docs/design.md, co-partitioning).
+    State partitions by identifier value: everything a value's findings depend on (its capped sets in
+    every task of its (identifier, sensitive) pairs, which of them are live, its certainty facts) is
+    computed from the rows holding that value and the whole of the views without the identifier
+    (docs/design.md, co-partitioning).
     """
 
     check: LinkageCheck
     name = "linkage"
-    properties = CheckProperties(needs_table=False, exact=True, incremental=True, retractions=True, partition="task")
+    properties = CheckProperties(
+        needs_table=False, exact=True, incremental=True, retractions=True, partition="identifier value"
+    )
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> Linkage:

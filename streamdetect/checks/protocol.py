@@ -53,8 +53,8 @@ class CheckProperties:
     ``needs_table``: reads the private table's rows (publisher-side); ``exact``: its findings are exact
     (else conservative: never misses, may over-report); ``incremental``: an update costs the batch (else
     it recomputes from the rows it keeps); ``retractions``: accepts withdrawn rows; ``partition``: the unit
-    its state may be split by across workers (``"task"``: one (channel, identifier, sensitive) task per
-    piece; ``"none"``: one piece).
+    its state may be split by across workers (``"identifier value"``: the rows of the views holding an
+    identifier routed by its value, the other views' rows to every piece; ``"none"``: one piece).
     """
 
     needs_table: bool
