@@ -7,6 +7,7 @@ orders, or through two partitions merged, must end in the same findings as one b
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -249,3 +250,24 @@ def test_random_withdrawals_equal_brute_force_of_the_rows_present(publication: d
         assert sorted(f.id for f in check.result(replica)) == sorted(live)
         if rng.random() < 0.2:
             state = LinkageState.from_bytes(state.to_bytes())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications(), st.integers(2, 3))
+def test_partitions_by_identifier_value_report_the_same_findings(publication: dict[str, Any], parts: int) -> None:
+    """The unit the state may be split by (docs/design.md, co-partitioning): per identifier E, the rows of
+    the views holding E routed by E's value, the other views' rows broadcast; each partition runs E's
+    tasks alone, and the union of the partitions' findings is the whole check's."""
+    check = _check(publication)
+    frames = {name: _frame(schema, publication["rows"][name]) for name, schema in publication["views"].items()}
+    whole = sorted(f.id for f in run_linkage(check, frames))
+    split: list[str] = []
+    for identifier in publication["identifiers"]:
+        alone = dataclasses.replace(check, identifiers=(identifier,))
+        for part in range(parts):
+            routed = {
+                name: frame.filter((pl.col(identifier) % parts) == part) if identifier in frame.columns else frame
+                for name, frame in frames.items()
+            }
+            split.extend(f.id for f in run_linkage(alone, routed))
+    assert sorted(split) == whole
