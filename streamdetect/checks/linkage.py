@@ -870,12 +870,13 @@ class LinkageCheck:
         level by level. A channel T over more views links a value to a subset of what any channel under
         it links it to, so a code saturated in T is saturated in every task between, with T's k values as
         witnesses. So the codes' whole sets are computed first in the top tasks (as a catch-up), and where
-        a code stays below k there, in the tasks one level under them (on BP a value is either saturated
-        at the top, as most new people are, or fails only in the channels joining Givenname twice); the
-        codes saturated in a probed task T, with their k values, go to every task between ``task`` and T
-        that holds the changed view (one that does not was saturated already: nothing of its join
-        changed). Codes not settled go on level by level. Exact: every pair added is a pair of the task's
-        join. Cost: one catch-up per probed task and one merge per task settled.
+        a code stays below k there, in the tasks one level under them (on BP most new people are
+        saturated at the top; values newly saturated by a health condition fail in the few channels that
+        join through both Givenname views, or Zipcode and a card type); the codes saturated in a probed
+        task T, with their k values, go to every task between ``task`` and T (all hold the changed view,
+        as ``task`` does; a task not holding it is not between and was saturated already). Codes not
+        settled go on level by level. Exact: every pair added is a pair of the task's join. Cost: one
+        catch-up per probed task and one append per task settled.
         """
         grown: list[pl.Series] = []
         codes = saturated.unique()
@@ -950,6 +951,7 @@ class LinkageCheck:
 
     @cached_property
     def _by_key(self) -> dict[TaskKey, LinkageTask]:
+        """The tasks by key."""
         return {task.key: task for task in self.tasks}
 
     def _fold_saturated(
