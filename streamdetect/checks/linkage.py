@@ -935,18 +935,27 @@ class LinkageCheck:
         if added is not None:
             grown.append(added.get_column(identifier))
         if saturated.height:
+            settled = saturated.get_column(identifier).unique()
+            grown.append(settled)
             for key in above:
                 if not set(key[0]) < set(top_key[0]):
                     continue
                 between = self._sets(state, key)
-                witnesses = saturated
+                witnesses, codes_between = saturated, settled
                 if between is not None:
-                    mask = self._mask(state, between, identifier)
-                    witnesses = saturated.filter(~mask.gather(saturated.get_column(identifier)))
-                if witnesses.height:
-                    added = self._fold_saturated(state, self._by_key[key], between, witnesses, saturated_now)
-                    if added is not None:
-                        grown.append(added.get_column(identifier))
+                    already = self._mask(state, between, identifier).gather(settled)
+                    if already.any():  # rare: a task between saturated some of them by its own joins
+                        codes_between = settled.filter(~already)
+                        witnesses = saturated.filter(pl.col(identifier).is_in(codes_between.implode()))
+                if codes_between.len():
+                    self._fold_saturated(
+                        state,
+                        self._by_key[key],
+                        between,
+                        witnesses=witnesses,
+                        codes=codes_between,
+                        saturated_now=saturated_now,
+                    )
         return saturated.height < candidates.len() * self.k
 
     @cached_property
@@ -959,21 +968,22 @@ class LinkageCheck:
         state: LinkageState,
         task: LinkageTask,
         sets: TaskSets | None,
+        *,
         witnesses: pl.DataFrame,
+        codes: pl.Series,
         saturated_now: dict[TaskKey, pl.Series],
-    ) -> pl.DataFrame | None:
-        """:meth:`_fold` of k pairs per code, for codes without partial pairs: appended and marked
-        saturated, no merge needed (codes with partial pairs take the general merge)."""
+    ) -> None:
+        """:meth:`_fold` of k pairs for each of ``codes``, none saturated in the task: for codes without
+        partial pairs appended and marked saturated, no merge needed (else the general merge)."""
         identifier = task.identifier
-        if sets is None or self._holding(state, sets, identifier).gather(witnesses.get_column(identifier)).any():
-            return self._fold(state, task, sets, witnesses, saturated_now)
+        if sets is None or self._holding(state, sets, identifier).gather(codes).any():
+            self._fold(state, task, sets, witnesses, saturated_now)
+            return
         grown = pl.concat([state.linked[task.key], witnesses], rechunk=False)
         state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
         state.journal.setdefault(task.key, []).append(witnesses)
-        codes = witnesses.select(identifier).unique()
-        self._saturate(state, sets, identifier, codes)
-        _record(saturated_now, task.key, codes.get_column(identifier))
-        return codes
+        self._saturate(state, sets, identifier, codes.to_frame(identifier))
+        _record(saturated_now, task.key, codes)
 
     def _live(self, state: LinkageState, task: LinkageTask, sets: TaskSets | None) -> pl.Series | None:
         """Per identifier code, whether the task must keep its set exact: saturated in every dominating
