@@ -51,6 +51,7 @@ from streamdetect.checks.seen_rows import (
 )
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.relational import channel_lattice as lattice
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import decode, decode_frame
 from streamdetect.relational.linked_values import KeptCaps, Plan, SharedWork, cap_per_key, linked_values
@@ -387,33 +388,17 @@ class LinkageCheck:
         left out: a higher channel may be the certain one there. O(tasks^2), once.
         """
         keys = [task.key for task in self.tasks]
-        dominating: dict[TaskKey, tuple[TaskKey, ...]] = {}
-        for key in keys:
-            below = [
-                other
-                for other in keys
-                if other[1:] == key[1:] and set(other[0]) < set(key[0]) and not self._open_selections[other]
-            ]
-            dominating[key] = tuple(
-                other for other in below if not any(set(other[0]) < set(higher[0]) for higher in below)
-            )
-        return dominating
+        return lattice.dominating(keys, lambda key: not self._open_selections[key])
 
     @cached_property
     def _above(self) -> dict[TaskKey, tuple[TaskKey, ...]]:
         """Per task, the tasks of the same (E, S) over a proper superset of its views, by level."""
-        keys = [task.key for task in self.tasks]
-        return {
-            key: tuple(other for other in keys if other[1:] == key[1:] and set(other[0]) > set(key[0])) for key in keys
-        }
+        return lattice.above([task.key for task in self.tasks])
 
     @cached_property
     def _tops(self) -> dict[TaskKey, tuple[TaskKey, ...]]:
         """Per task, the maximal tasks of :attr:`_above` (BP: the channel of all six views)."""
-        return {
-            key: tuple(top for top in above if not any(set(top[0]) < set(other[0]) for other in above))
-            for key, above in self._above.items()
-        }
+        return lattice.tops(self._above)
 
     @cached_property
     def _joined_on(self) -> dict[tuple[str, ...], tuple[str, ...]]:
@@ -898,8 +883,7 @@ class LinkageCheck:
                 )
                 if left:
                     failed_at.append(top_key)
-            under = {key for top in failed_at for key in above if set(key[0]) < set(top[0])}
-            targets = [key for key in under if not any(set(key[0]) < set(other[0]) for other in under)]
+            targets = lattice.under_all(above, failed_at)
         return grown
 
     def _probe(
@@ -937,9 +921,7 @@ class LinkageCheck:
         if saturated.height:
             settled = saturated.get_column(identifier).unique()
             grown.append(settled)
-            for key in above:
-                if not set(key[0]) < set(top_key[0]):
-                    continue
+            for key in lattice.between(top_key, above):
                 between = self._sets(state, key)
                 witnesses, codes_between = saturated, settled
                 if between is not None:
