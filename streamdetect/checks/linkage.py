@@ -707,7 +707,7 @@ class LinkageCheck:
         _record(probed, top_key, candidates)
         found = self._catch_up(state, top, candidates.sort(), shared, arrivals=arrivals)
         if found.is_empty():
-            return True  # nothing joins there (a view not published yet): the tasks under it may
+            return True  # nothing joins there (a view not published yet); tasks under it may join
         saturated = found.filter(pl.len().over(identifier) >= self.k)
         added = self._fold(state, top, sets, found, saturated_now)
         if added is not None:
