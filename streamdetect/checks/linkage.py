@@ -170,6 +170,13 @@ class LinkageCheck:
         return {task.key: self._proof.open_selections(task.channel.views, task.identifier) for task in self.tasks}
 
     @cached_property
+    def _proving(self) -> tuple[str, ...]:
+        """The identifiers some of whose tasks have selections to prove (certainty.py)."""
+        return tuple(
+            e for e in self.identifiers if any(self._open_selections[t.key] for t in self.tasks if t.identifier == e)
+        )
+
+    @cached_property
     def _dominating(self) -> dict[TaskKey, tuple[TaskKey, ...]]:
         """Per task, the sub-tasks that decide which identifier values it must keep exact sets for.
 
@@ -256,7 +263,9 @@ class LinkageCheck:
             }
             new, _ = state.seen.add(name, frame, attributes[name])
             arrivals = _Arrivals(name, new, before, first_new=sizes)
-            for identifier in self.identifiers:
+            for identifier in self._proving:
+                # New rows holding a value are facts that may prove its links (only where some channel
+                # has selections to prove; otherwise a value's findings change only if its sets do).
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
             tasks = [task for task in self.tasks if name in task.channel.views]
