@@ -67,6 +67,13 @@ def _record(saturated_now: dict[TaskKey, pl.Series], key: TaskKey, codes: pl.Ser
     saturated_now[key] = codes if earlier is None else pl.concat([earlier, codes])
 
 
+def _appended(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``rows`` appended. Appends fragment a frame; it is made contiguous now and then
+    (amortised O(1) per appended row)."""
+    grown = pl.concat([frame, rows], rechunk=False) if rows.height else frame
+    return grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
+
+
 def _having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
     """``frame``'s rows whose ``column`` holds one of ``codes``."""
     return frame.filter(pl.col(column).is_in(codes.implode()))
@@ -388,16 +395,9 @@ class LinkageCheck:
             if self._dominating[key]:
                 mask = self._live(state, task, None)
                 live = codes.filter(mask.gather(codes)) if mask is not None else codes.clear()
-            relations = {}
-            for view, keep in self._needed(task).items():
-                relation = self._projection(state, view, keep)
-                assert relation is not None  # the task has linked sets: every view of its channel published
-                if task.identifier in keep:
-                    relation = relation.filter(pl.col(task.identifier).is_in(live.implode()))
-                relations[view] = relation
-            plan = self._plan(state, key, "\0recompute", live.len().bit_length() // 2)
-            again = linked_values(relations, task.identifier, task.sensitive, self.k, shared, plan=plan)
-            again = again.select(kept.columns)
+            # The task has linked sets, so every view of its channel published: the frame has the pairs'
+            # columns.
+            again = self._whole_sets(state, task, live, shared).select(kept.columns)
             state.linked[key] = pl.concat([kept, again]).rechunk()
             state.sets.pop(key, None)
             # The pieces: drop the codes' pairs, then append; pairs journaled before are dropped the same way.
@@ -462,8 +462,7 @@ class LinkageCheck:
                     # small side): 3x faster at 452,000 rows than an anti join hashing the stored side.
                     shown = stored.frame.join(fresh, on=keep, how="semi")
                     fresh = fresh.join(shown, on=keep, how="anti") if shown.height else fresh
-                grown = pl.concat([stored.frame, fresh]) if fresh.height else stored.frame
-                grown = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
+                grown = _appended(stored.frame, fresh)
                 version = self._version(state, delta.view)
                 state.projections[(delta.view, key)] = KeptProjection(version, grown, stored.build)
             delta.projected[key] = fresh
@@ -562,7 +561,7 @@ class LinkageCheck:
         caught = self._newly_live(task, live, saturated_now, arrivals.first_new[identifier])
         if caught is not None:
             live = live.scatter(caught, False)  # their sets are computed whole: not again from the delta
-            founds.append(self._catch_up(state, task, caught, shared, arrivals=arrivals))
+            founds.append(self._whole_sets(state, task, caught, shared, arrivals=arrivals))
         if relations is None:
             return None
         filtered = {
@@ -584,7 +583,6 @@ class LinkageCheck:
         """Merge found pairs (codes below k, at most k pairs each) into the task's capped sets; the codes
         whose set grew (None when none did)."""
         identifier, sensitive = task.identifier, task.sensitive
-        current = state.linked.get(task.key)
         if sets is None:
             state.linked[task.key] = found  # the task's first pairs, already at most k per code
             state.journal.setdefault(task.key, []).append(found)
@@ -616,12 +614,7 @@ class LinkageCheck:
             added = merged.filter(pl.col(_NEW)).select(identifier, sensitive)
             if added.is_empty():
                 return None
-        assert current is not None
-        grown = pl.concat([current, added], rechunk=False)
-        # Appends fragment the frame; rechunk now and then (amortised O(1) per appended row). Earlier
-        # pairs are never rewritten, so the state is append-only and a journal replays it (take_changes).
-        state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
-        state.journal.setdefault(task.key, []).append(added)
+        self._append_pairs(state, task.key, added)
         full = merged.group_by(identifier).len().filter(pl.col("len") >= self.k).select(identifier)
         partial = sets.partial
         if full.height:
@@ -714,7 +707,7 @@ class LinkageCheck:
         if candidates.is_empty():
             return False
         _record(probed, top_key, candidates)
-        found = self._catch_up(state, top, candidates.sort(), shared, arrivals=arrivals)
+        found = self._whole_sets(state, top, candidates.sort(), shared, arrivals=arrivals)
         if found.is_empty():
             return True  # nothing joins there (a view not published yet); tasks under it may join
         saturated = found.filter(pl.len().over(identifier) >= self.k)
@@ -764,11 +757,16 @@ class LinkageCheck:
         if sets is None or self._holding(state, sets, identifier).gather(codes).any():
             self._fold(state, task, sets, witnesses, saturated_now)
             return
-        grown = pl.concat([state.linked[task.key], witnesses], rechunk=False)
-        state.linked[task.key] = grown.rechunk() if grown.n_chunks() > _MAX_CHUNKS else grown
-        state.journal.setdefault(task.key, []).append(witnesses)
+        self._append_pairs(state, task.key, witnesses)
         self._saturate(state, sets, identifier, codes.to_frame(identifier))
         _record(saturated_now, task.key, codes)
+
+    @staticmethod
+    def _append_pairs(state: LinkageState, key: TaskKey, pairs: pl.DataFrame) -> None:
+        """Append pairs to a task's linked set and its journal. Earlier pairs are never rewritten, so the
+        state is append-only and the journal replays it (take_changes)."""
+        state.linked[key] = _appended(state.linked[key], pairs)
+        state.journal.setdefault(key, []).append(pairs)
 
     def _live(self, state: LinkageState, task: LinkageTask, sets: TaskSets | None) -> pl.Series | None:
         """Per identifier code, whether the task must keep its set exact: saturated in every dominating
@@ -821,14 +819,21 @@ class LinkageCheck:
         codes = codes.filter((codes < first_new) & live.gather(codes)).sort()
         return codes if codes.len() else None
 
-    def _catch_up(
-        self, state: LinkageState, task: LinkageTask, codes: pl.Series, shared: SharedWork, *, arrivals: _Arrivals
+    def _whole_sets(
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        codes: pl.Series,
+        shared: SharedWork,
+        *,
+        arrivals: _Arrivals | None = None,
     ) -> pl.DataFrame:
         """The whole capped sets of ``codes`` in the task, from the rows present (views holding the
-        identifier restricted to the codes first: the work follows the codes, not the state)."""
+        identifier restricted to the codes first: the work follows the codes, not the state): values
+        catching up, values probed in a top task, values a withdrawal reached."""
         relations = {}
         for view, keep in self._needed(task).items():
-            if view == arrivals.view and view in state.seen.rows:
+            if arrivals is not None and view == arrivals.view and view in state.seen.rows:
                 # Grow the changed view's kept projection by the arrived rows (as the delta joins do),
                 # rather than rebuild it from every row.
                 self._delta_projection(state, arrivals, keep)
@@ -839,7 +844,7 @@ class LinkageCheck:
                 relation = shared.subset(relation, "codes", codes, partial(_having, relation, task.identifier, codes))
             relations[view] = relation
         size = codes.len().bit_length() // 2
-        plan = self._plan(state, task.key, "\0catch-up", size)
+        plan = self._plan(state, task.key, "\0whole", size)
         return linked_values(relations, task.identifier, task.sensitive, self.k, shared, plan=plan)
 
     def _sets(self, state: LinkageState, key: TaskKey) -> TaskSets | None:
@@ -919,9 +924,7 @@ class LinkageCheck:
             if cached.left_out < sets.saturated.height:
                 frame = frame.join(sets.saturated.slice(cached.left_out), on=identifier, how="anti")
             if kept.frame.height > cached.rows:
-                tail = self._drop_saturated(state, sets, identifier, kept.frame.slice(cached.rows))
-                frame = pl.concat([frame, tail]) if tail.height else frame
-                frame = frame.rechunk() if frame.n_chunks() > _MAX_CHUNKS else frame
+                frame = _appended(frame, self._drop_saturated(state, sets, identifier, kept.frame.slice(cached.rows)))
         else:
             frame = self._drop_saturated(state, sets, identifier, relation)
         sets.filtered[view] = Unsaturated(kept.build, kept.frame.height, sets.saturated.height, frame)

@@ -23,11 +23,15 @@ sets on BP about linear in the input times k.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TypeVar
 
 import polars as pl
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def cap_per_key(frame: pl.DataFrame, keys: list[str], k: int) -> pl.DataFrame:
@@ -121,8 +125,8 @@ class KeptCaps:
         entry = self._distinct.get(key)
         if entry is not None and entry[0]() is frame:
             return entry[1]
-        if len(self._distinct) > 4 * len(self._entries) + 64:
-            self._distinct = {key: entry for key, entry in self._distinct.items() if entry[0]() is not None}
+        if key not in self._distinct:
+            self._distinct = _alive(self._distinct)
         count = frame.select(on).n_unique()
         self._distinct[key] = (weakref.ref(frame), count)
         return count
@@ -136,8 +140,14 @@ class KeptCaps:
         """Keep ``result`` as the capped form of ``frame``."""
         key = (id(frame), target, k)
         if key not in self._entries:
-            self._entries = {key: entry for key, entry in self._entries.items() if entry[0]() is not None}
+            self._entries = _alive(self._entries)
         self._entries[key] = (weakref.ref(frame), result)
+
+
+def _alive(entries: dict[K, tuple[weakref.ref[pl.DataFrame], V]]) -> dict[K, tuple[weakref.ref[pl.DataFrame], V]]:
+    """The entries whose frame is still alive (dropped as new keys come: the dict stays as large as the
+    frames the state keeps)."""
+    return {key: entry for key, entry in entries.items() if entry[0]() is not None}
 
 
 @dataclass
@@ -282,15 +292,17 @@ class _Elimination:
 
     def result(self) -> pl.DataFrame:
         if self.empty:
-            return pl.DataFrame(schema=self._schema())
+            return _no_pairs(self.factors.values(), self.source, self.target)
         joined = _join_all(list(self.factors.values()))
         return cap_per_key(joined.select(self.source, self.target), [self.source], self.k)
 
-    def _schema(self) -> dict[str, pl.DataType]:
-        schema: dict[str, pl.DataType] = {}
-        for frame in self.factors.values():
-            schema.update(frame.schema)
-        return {self.source: schema[self.source], self.target: schema[self.target]}
+
+def _no_pairs(frames: Iterable[pl.DataFrame], source: str, target: str) -> pl.DataFrame:
+    """The empty ``[source, target]`` frame, typed as ``frames`` type those attributes."""
+    schema: dict[str, pl.DataType] = {}
+    for frame in frames:
+        schema.update(frame.schema)
+    return pl.DataFrame(schema={source: schema[source], target: schema[target]})
 
 
 def linked_values(
@@ -311,10 +323,7 @@ def linked_values(
     records the elimination order on a first run and replays it on later ones (see :class:`Plan`).
     """
     if any(frame.is_empty() for frame in relations.values()):
-        schema: dict[str, pl.DataType] = {}
-        for frame in relations.values():
-            schema.update(frame.schema)
-        return pl.DataFrame(schema={source: schema[source], target: schema[target]})
+        return _no_pairs(relations.values(), source, target)
     elimination = _Elimination(relations, source, target, k, shared if shared is not None else SharedWork(), plan=plan)
     while elimination.step():
         pass
