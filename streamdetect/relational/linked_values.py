@@ -30,6 +30,8 @@ from typing import TypeVar
 
 import polars as pl
 
+from streamdetect.relational import small_joins
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -49,7 +51,7 @@ def _join_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
         linked = [i for i, frame in enumerate(pending) if set(frame.columns) & set(joined.columns)]
         frame = pending.pop(linked[0] if linked else 0)
         on = [column for column in joined.columns if column in frame.columns]
-        joined = joined.join(frame, on=on) if on else joined.join(frame, how="cross")
+        joined = small_joins.join(joined, frame, on) if on else joined.join(frame, how="cross")
     return joined
 
 

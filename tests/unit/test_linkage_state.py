@@ -67,3 +67,27 @@ def test_finding_ids_are_stable_hashes_of_content() -> None:
 def test_unknown_view_in_a_batch_is_refused() -> None:
     with pytest.raises(KeyError):
         _check().update(LinkageState(), {"v9": pl.DataFrame({"x": [1]})})
+
+
+def test_a_bulk_load_warms_what_micro_batches_read() -> None:
+    check = _check()
+    state = check.initialize()
+    jobs = [f"job{i}" for i in range(40)]
+    check.update(
+        state,
+        {
+            "v1": pl.DataFrame({"SSN": [str(i) for i in range(40)], "Job": jobs}),
+            "v2": pl.DataFrame({"Job": jobs, "Disease": ["Flu"] * 40}),
+        },
+    )
+    # v2 arrived last: its projection for the (v1, v2) task is built by the load, not by the next batch.
+    builds = state.builds
+    assert builds > 0
+    assert all(check._sets(state, task.key) is state.sets[task.key] for task in check.tasks)
+    delta = check.update(state, {"v1": pl.DataFrame({"SSN": ["new"], "Job": ["job3"]})})
+    assert state.builds == builds
+    assert [f.identifier_value for f in delta.raised] == ["new"]
+    # A small batch against a large state does not warm (O(state) work would not be the batch's).
+    before = dict(state.projections)
+    check.update(state, {"v2": pl.DataFrame({"Job": ["job5"], "Disease": ["HD"]})})
+    assert state.projections.keys() == before.keys()
