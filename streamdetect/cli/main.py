@@ -21,7 +21,9 @@ from rich.table import Table
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, finding_from_dict
 from streamdetect.cli.bench import bench
+from streamdetect.cli.broker import broker
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
+from streamdetect.cli.stream import publish
 from streamdetect.engine import CHECKS, FailOn, Finding, checks_to_run, needs_table, run_checks
 from streamdetect.errors import TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
@@ -319,6 +321,8 @@ def closure(
 
 
 cli.add_command(bench)
+cli.add_command(broker)
+cli.add_command(publish)
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from streamdetect.errors import PredicateError, TopologyError
 from streamdetect.model.predicates import And, Predicate, attributes_of, check_types, literals_of, to_polars
 from streamdetect.model.topology import AttributeType, Topology, ViewDefinition
 
-_DTYPES: Mapping[AttributeType, pl.DataType] = {
+DTYPES: Mapping[AttributeType, pl.DataType] = {
     "str": pl.String(),
     "int": pl.Int64(),
     "float": pl.Float64(),
@@ -181,18 +181,31 @@ def _conjuncts(predicate: Predicate) -> list[Predicate]:
     return [predicate]
 
 
+def row_condition(view: ViewDefinition, dtypes: Mapping[str, pl.DataType]) -> pl.Expr | None:
+    """What every published row of ``view`` must satisfy: the conjuncts of its ``where`` over its own
+    attributes (None when there are none). A conjunct over an attribute the view does not publish cannot
+    be checked from its rows; a row failing the rest (or unknown on them, SQL's null) is not a row of the
+    view as defined. Raises :class:`PredicateError` when a literal does not fit its attribute's type."""
+    if view.where is None:
+        return None
+    checkable = [part for part in _conjuncts(view.where) if set(attributes_of(part)) <= set(view.attributes)]
+    if not checkable:
+        return None
+    condition = checkable[0] if len(checkable) == 1 else And(tuple(checkable))
+    check_types(condition, dtypes)  # PredicateError when a literal does not fit an attribute's type
+    return to_polars(condition, dtypes)
+
+
 def _check_rows_match(frame: pl.DataFrame, view: ViewDefinition, dtypes: Mapping[str, pl.DataType], key: str) -> None:
     """Every row satisfies the conjuncts of the view's ``where`` that mention only its own attributes.
 
     A conjunct over an attribute the view does not publish cannot be checked from its rows; the rest can,
     and a row failing it (or unknown on it, SQL's null) is not a row of the view as defined. Linear.
     """
-    assert view.where is not None
     assert view.source is not None
-    checkable = [part for part in _conjuncts(view.where) if set(attributes_of(part)) <= set(frame.columns)]
-    if not checkable:
+    condition = row_condition(view, dtypes)
+    if condition is None:
         return
-    condition = to_polars(checkable[0] if len(checkable) == 1 else And(tuple(checkable)), dtypes)
     failing = frame.with_row_index("__row").filter(~condition.fill_null(False)).get_column("__row")
     if failing.len() == 0:
         return
@@ -240,7 +253,7 @@ def _attribute_types(topology: Topology, files: Sequence[_File]) -> dict[str, pl
     for attribute in topology.table.attributes:
         declared = topology.table.types.get(attribute)
         if declared is not None:
-            dtypes[attribute] = _DTYPES[declared]
+            dtypes[attribute] = DTYPES[declared]
             continue
         try:
             dtypes[attribute] = _infer(files, attribute, attribute in text_attributes)

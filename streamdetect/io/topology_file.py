@@ -6,6 +6,7 @@ Validation happens once, here, at the boundary; every error names the file, the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ _TABLE_KEYS = {
     "functional_dependencies",
     "source",
 }
-_VIEW_KEYS = {"name", "attributes", "where", "source"}
+_VIEW_KEYS = {"name", "attributes", "where", "source", "topic"}
+#: Kafka's legal topic names.
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
 class _Context:
@@ -232,7 +235,10 @@ def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition,
             raise ctx.fail(f"{key}.source", "missing, and there is no table.source to compute the view from")
         else:
             source = None
-        views.append(ViewDefinition(name, attributes, where, where_text, source))
+        topic = ctx.text(view["topic"], f"{key}.topic") if view.get("topic") is not None else None
+        if topic is not None and not _TOPIC.match(topic):
+            raise ctx.fail(f"{key}.topic", f"{topic!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
+        views.append(ViewDefinition(name, attributes, where, where_text, source, topic))
     return tuple(views)
 
 

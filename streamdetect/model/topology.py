@@ -52,6 +52,7 @@ class ViewDefinition:
     """A published view: ``PROJECT attributes (SELECT where (table))``.
 
     ``source`` is the path of its published rows; ``None`` means computed from the table's source.
+    ``topic`` is the Kafka topic its rows stream on (``None``: the default name, ``stream/topics.py``).
     """
 
     name: str
@@ -59,6 +60,7 @@ class ViewDefinition:
     where: Predicate | None = None
     where_text: str | None = None
     source: str | None = None
+    topic: str | None = None
 
     @property
     def selection_attributes(self) -> frozenset[str]:

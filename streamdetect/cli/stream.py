@@ -1,0 +1,68 @@
+"""The streaming commands: ``streamdetect publish`` (and, next, the worker and the findings reader)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from streamdetect.cli.errors import fail_cleanly
+from streamdetect.io.sources import load_views
+from streamdetect.io.topology_file import load_topology
+
+#: Where clients look for a broker when --bootstrap-servers is not given (then 127.0.0.1:9092).
+BOOTSTRAP_ENV = "STREAMDETECT_BOOTSTRAP_SERVERS"
+
+BOOTSTRAP = click.option(
+    "--bootstrap-servers",
+    "bootstrap",
+    default=lambda: os.environ.get(BOOTSTRAP_ENV) or "127.0.0.1:9092",
+    show_default=f"${BOOTSTRAP_ENV}, else 127.0.0.1:9092",
+    help="Kafka brokers, host:port[,host:port...].",
+)
+
+
+@click.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@BOOTSTRAP
+@click.option("--batch-rows", type=click.IntRange(min=1), default=500, show_default=True, help="Rows per record.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="At most this many rows per second.")
+@click.option("--loop", is_flag=True, help="Start again at the end, forever (a demo's endless feed; Ctrl-C stops).")
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["arrow", "json"]),
+    default="arrow",
+    show_default=True,
+    help="Record values as Arrow IPC or JSON lines.",
+)
+@click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True, help="Of topics created.")
+@fail_cleanly
+def publish(
+    topology: Path, bootstrap: str, batch_rows: int, rate: float | None, loop: bool, form: str, partitions: int
+) -> None:
+    """Create TOPOLOGY's topics and stream each view's file into its topic, batch by batch."""
+    from streamdetect.stream.publish import publish as send  # noqa: PLC0415 (the Kafka client loads only here)
+
+    model = load_topology(topology)
+    views = load_views(model)
+    total = None if loop else sum(frame.height for frame in views.values())
+    with Progress(
+        TextColumn("publishing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    ) as bar:
+        task = bar.add_task("rows", total=total)
+        sent = send(
+            model,
+            views,
+            bootstrap,
+            batch_rows=batch_rows,
+            rate=rate,
+            loop=loop,
+            form=form,  # type: ignore[arg-type]
+            partitions=partitions,
+            progress=lambda rows: bar.advance(task, rows),
+        )
+    for name in sent.rows:
+        click.echo(f"{name}: {sent.rows[name]:,} rows in {sent.records[name]:,} records", err=True)

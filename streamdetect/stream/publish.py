@@ -1,0 +1,169 @@
+"""Publish views onto Kafka: create the topology's topics and stream each view's rows in batches.
+
+How a publisher, a test or a demo feeds the detector (``streamdetect publish``). Batches go round-robin
+across views, as a publication of several views interleaves them; each is one record
+(:mod:`streamdetect.stream.records`) keyed by its batch id, so a view's batches spread over the topic's
+partitions. A batch whose record would exceed the record size limit is split in halves until it fits.
+Withdrawals are the publisher's to send (``op: retract``) once their rows were published: Kafka orders
+records within a partition only, so a retraction sent at once could overtake its row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import polars as pl
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from streamdetect.model.topology import Topology
+from streamdetect.stream.broker import BrokerError
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, Format, Publication, encode_publication
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
+
+
+@dataclass
+class Published:
+    """What a run sent: records and rows per view."""
+
+    records: dict[str, int]
+    rows: dict[str, int]
+
+
+def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> list[str]:
+    """Create the view, findings and dead-letter topics that do not exist yet; the names created."""
+    names = [view_topic(topology, view) for view in topology.views]
+    names += [findings_topic(topology), dead_letter_topic(topology)]
+    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-publish"), bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        wanted = [
+            NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names if name not in existing
+        ]
+        if wanted:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another publisher created them meanwhile
+                admin.create_topics(wanted)
+        return [topic.name for topic in wanted]
+    finally:
+        admin.close()
+
+
+def _reachable(bootstrap: str) -> bool:
+    """Whether some bootstrap address accepts a TCP connection (a quick no before the client's 30 s one)."""
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=3):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _connect(make: Callable[[], KafkaAdminClient | KafkaProducer], bootstrap: str) -> KafkaAdminClient | KafkaProducer:
+    if not _reachable(bootstrap):
+        raise BrokerError(
+            f"no Kafka broker answers at {bootstrap}: start one with `streamdetect broker start` or give "
+            "--bootstrap-servers"
+        )
+    try:
+        return make()
+    except KafkaError as error:
+        raise BrokerError(
+            f"no Kafka broker answers at {bootstrap} ({type(error).__name__}): start one with "
+            "`streamdetect broker start` or give --bootstrap-servers"
+        ) from None
+
+
+def batches(views: Mapping[str, pl.DataFrame], batch_rows: int) -> Iterator[tuple[str, pl.DataFrame]]:
+    """Each view's rows in batches of ``batch_rows``, round-robin across views."""
+    offsets = dict.fromkeys(views, 0)
+    while any(offsets[name] < frame.height for name, frame in views.items()):
+        for name, frame in views.items():
+            if offsets[name] < frame.height:
+                yield name, frame.slice(offsets[name], batch_rows)
+                offsets[name] += batch_rows
+
+
+def _records(
+    view: str, rows: pl.DataFrame, form: Format, max_bytes: int
+) -> Iterator[tuple[bytes, list[tuple[str, bytes]], int]]:
+    """One batch as records under the size limit (halved until each fits)."""
+    publication = Publication(view, "add", uuid.uuid4().hex, dt.datetime.now(dt.UTC), rows)
+    value, headers = encode_publication(publication, form)
+    if len(value) <= max_bytes or rows.height <= 1:
+        yield value, headers, rows.height
+        return
+    half = rows.height // 2
+    yield from _records(view, rows.head(half), form, max_bytes)
+    yield from _records(view, rows.slice(half), form, max_bytes)
+
+
+def publish(
+    topology: Topology,
+    views: Mapping[str, pl.DataFrame],
+    bootstrap: str,
+    *,
+    batch_rows: int = 500,
+    rate: float | None = None,
+    loop: bool = False,
+    form: Format = "arrow",
+    partitions: int = 1,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    progress: Callable[[int], None] | None = None,
+) -> Published:
+    """Create the topics, then send every view's rows in batches (forever with ``loop``, replaying the
+    same rows under new batch ids); ``rate``: at most that many rows per second over all views.
+    ``progress`` gets the rows sent since its last call. Waits until every record is acknowledged."""
+    create_topics(topology, bootstrap, partitions)
+    producer = _connect(
+        lambda: KafkaProducer(
+            bootstrap_servers=bootstrap,
+            client_id="streamdetect-publish",
+            acks="all",
+            linger_ms=5,
+            max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
+        ),
+        bootstrap,
+    )
+    assert isinstance(producer, KafkaProducer)
+    topics = {view.name: view_topic(topology, view) for view in topology.views}
+    sent = Published(records=dict.fromkeys(views, 0), rows=dict.fromkeys(views, 0))
+    started = time.monotonic()
+    total = 0
+    failures: list[BaseException] = []
+    try:
+        for _ in itertools.count() if loop else range(1):
+            for name, rows in batches(views, batch_rows):
+                for value, headers, count in _records(name, rows, form, max_bytes):
+                    key = dict(headers)["streamdetect-batch"]
+                    future = producer.send(topics[name], value=value, key=key, headers=headers)
+                    future.add_errback(failures.append)
+                    if failures:
+                        raise failures[0]
+                    sent.records[name] += 1
+                    sent.rows[name] += count
+                    total += count
+                    if progress is not None:
+                        progress(count)
+                    if rate is not None:
+                        # Pace to the rate over the whole run (not per batch: a slow send catches up).
+                        ahead = total / rate - (time.monotonic() - started)
+                        if ahead > 0:
+                            time.sleep(ahead)
+        producer.flush()
+        if failures:
+            raise failures[0]
+    except KafkaError as error:
+        raise BrokerError(f"publishing to {bootstrap} failed: {type(error).__name__}: {error}") from None
+    finally:
+        producer.close()
+    return sent

@@ -1,0 +1,29 @@
+"""The Kafka topics of a topology: one per published view, the findings, the dead letters."""
+
+from __future__ import annotations
+
+import re
+
+from streamdetect.model.topology import Topology, ViewDefinition
+
+_ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _prefix(topology: Topology) -> str:
+    # A topology's name may hold characters a topic name cannot (a space): those become '_'.
+    return f"streamdetect.{_ILLEGAL.sub('_', topology.name)}"
+
+
+def view_topic(topology: Topology, view: ViewDefinition) -> str:
+    """The view's ``topic``, else ``streamdetect.<topology>.view.<view>``."""
+    return view.topic or f"{_prefix(topology)}.view.{_ILLEGAL.sub('_', view.name)}"
+
+
+def findings_topic(topology: Topology) -> str:
+    """Where raised and cleared findings go: ``streamdetect.<topology>.findings``."""
+    return f"{_prefix(topology)}.findings"
+
+
+def dead_letter_topic(topology: Topology) -> str:
+    """Where records that cannot be read go, with the reason: ``streamdetect.<topology>.dead-letters``."""
+    return f"{_prefix(topology)}.dead-letters"
