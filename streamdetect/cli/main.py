@@ -1,4 +1,5 @@
-"""The ``streamdetect`` command: ``check``, ``closure`` and ``bench``.
+"""The ``streamdetect`` command: ``check``, ``explain``, ``closure``, ``findings``, ``bench``, ``broker``, ``publish``,
+``worker``.
 
 Exit codes: 0 nothing found, 1 findings, 2 bad input (one message naming the file, the key path and
 what is wrong, on stderr; never a traceback), 3 an internal error (a bug; ``STREAMDETECT_DEBUG=1``
@@ -20,11 +21,13 @@ from rich.console import Console
 from rich.table import Table
 
 from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, finding_from_dict
+from streamdetect.checks.linkage import finding_order
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
-from streamdetect.cli.stream import publish
-from streamdetect.engine import CHECKS, FailOn, Finding, checks_to_run, needs_table, run_checks
+from streamdetect.cli.stream import BOOTSTRAP, publish, worker
+from streamdetect.detector import Detector
+from streamdetect.engine import CHECKS, FailOn, Finding, Report, checks_to_run, needs_table, run_checks
 from streamdetect.errors import TopologyError
 from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
@@ -105,7 +108,11 @@ def check(
             model, views, table=table, checks=names, k=k, max_level=max_level, progress=progress, impact=impact
         )
     report = replace(report, accepted=accepted)
-    chosen = "json" if as_json else output_format
+    _emit(report, "json" if as_json else output_format, output, limit, fail_on)
+
+
+def _emit(report: Report, chosen: str, output: Path | None, limit: int, fail_on: FailOn) -> None:
+    """Write the report in the chosen format (to ``output`` or stdout) and exit with its exit code."""
     target = Console(file=io.StringIO(), width=120) if output is not None else Console()
     if chosen == "human":
         render_report(target, report, limit=limit, fail_on=fail_on)
@@ -121,6 +128,43 @@ def check(
     elif text is not None:
         click.echo(text, nl=False)
     sys.exit(report.exit_code_for(fail_on))
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("topology", type=click.Path(path_type=Path))
+@BOOTSTRAP
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="human", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file, not stdout."
+)
+@click.option("--limit", default=20, show_default=True, help="Findings shown per channel (human and markdown).")
+@click.option("--fail-on", type=click.Choice(["any", "certain"]), default="any", show_default=True)
+@fail_cleanly
+def findings(
+    topology: Path, bootstrap: str, output_format: str, as_json: bool, output: Path | None, limit: int, fail_on: FailOn
+) -> None:
+    """The findings open now on TOPOLOGY's findings topic (written by `streamdetect worker`), reported as
+    `check` reports them, with the same exit codes."""
+    from streamdetect.stream.publish import read_topic  # noqa: PLC0415 (the Kafka client loads only here)
+    from streamdetect.stream.service import open_findings  # noqa: PLC0415
+    from streamdetect.stream.topics import findings_topic  # noqa: PLC0415
+
+    model = load_topology(topology)
+    names = checks_to_run(model, None)
+    opened = open_findings(read_topic(bootstrap, findings_topic(model)))
+    try:
+        rebuilt = [finding_from_dict(body) for body in opened.values()]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TopologyError(f"a finding event of the findings topic is malformed: {exc}") from None
+    order = {name: i for i, name in enumerate(names)}
+    rebuilt.sort(
+        key=lambda f: (order.get(f.check, len(order)), finding_order(f) if isinstance(f, LinkageFinding) else (f.id,))
+    )
+    counts = {name: sum(1 for f in rebuilt if f.check == name) for name in names}
+    summaries = Detector(model, names).summaries(counts)
+    report = Report(model.name, tuple(summaries), tuple(rebuilt))
+    _emit(report, "json" if as_json else output_format, output, limit, fail_on)
 
 
 def _write(path: Path, text: str) -> None:
@@ -323,6 +367,7 @@ def closure(
 cli.add_command(bench)
 cli.add_command(broker)
 cli.add_command(publish)
+cli.add_command(worker)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The streaming commands: ``streamdetect publish`` (and, next, the worker and the findings reader)."""
+"""The streaming commands: ``streamdetect publish`` and ``streamdetect worker``."""
 
 from __future__ import annotations
 
@@ -66,3 +66,43 @@ def publish(
         )
     for name in sent.rows:
         click.echo(f"{name}: {sent.rows[name]:,} rows in {sent.records[name]:,} records", err=True)
+
+
+@click.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@BOOTSTRAP
+@click.option(
+    "--web-port", type=click.IntRange(1, 65535), help="Serve Faust's web pages on 127.0.0.1:PORT (off by default)."
+)
+@click.option(
+    "--store",
+    default="memory://",
+    show_default=True,
+    help="Where the state table lives between changelog writes: memory:// or rocksdb:// (needs rocksdict).",
+)
+@click.option("--datadir", type=click.Path(path_type=Path), help="The worker's local files [default: in the cache].")
+@click.option(
+    "--loglevel", type=click.Choice(["crit", "error", "warn", "info", "debug"]), default="warn", show_default=True
+)
+@fail_cleanly
+def worker(
+    topology: Path, bootstrap: str, web_port: int | None, store: str, datadir: Path | None, loglevel: str
+) -> None:
+    """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
+    from streamdetect.io.cache import cache_dir  # noqa: PLC0415
+    from streamdetect.stream.broker import BrokerError  # noqa: PLC0415
+    from streamdetect.stream.publish import create_topics, view_partitions  # noqa: PLC0415
+    from streamdetect.stream.worker import app_id, build_app, run_worker  # noqa: PLC0415 (Faust loads only here)
+
+    model = load_topology(topology)
+    create_topics(model, bootstrap)  # the missing ones, with one partition each
+    wide = {name: count for name, count in view_partitions(model, bootstrap).items() if count > 1}
+    if wide:
+        raise BrokerError(
+            f"this worker keeps the whole state and needs view topics of one partition; {', '.join(sorted(wide))} "
+            "has more (docs/streaming.md, limits of this first worker)"
+        )
+    directory = datadir or cache_dir() / "worker" / app_id(model)
+    directory.mkdir(parents=True, exist_ok=True)
+    app = build_app(model, bootstrap, datadir=directory, store=store, web_port=web_port)
+    run_worker(app, loglevel)

@@ -1,4 +1,5 @@
-"""Publish views onto Kafka: create the topology's topics and stream each view's rows in batches.
+"""Publish views onto Kafka (create the topology's topics, stream each view's rows in batches) and read
+topics back.
 
 How a publisher, a test or a demo feeds the detector (``streamdetect publish``). Batches go round-robin
 across views, as a publication of several views interleaves them; each is one record
@@ -18,9 +19,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import polars as pl
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
@@ -28,6 +30,8 @@ from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, Format, Publication, encode_publication
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
+
+Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
 
 
 @dataclass
@@ -56,6 +60,19 @@ def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> li
         admin.close()
 
 
+def view_partitions(topology: Topology, bootstrap: str) -> dict[str, int]:
+    """The number of partitions of each view topic that exists."""
+    names = [view_topic(topology, view) for view in topology.views]
+    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-worker"), bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        present = [name for name in names if name in existing]
+        described = admin.describe_topics(present) if present else []  # none given would describe every topic
+        return {topic["name"]: len(topic["partitions"]) for topic in described}
+    finally:
+        admin.close()
+
+
 def _reachable(bootstrap: str) -> bool:
     """Whether some bootstrap address accepts a TCP connection (a quick no before the client's 30 s one)."""
     for address in bootstrap.split(","):
@@ -68,7 +85,7 @@ def _reachable(bootstrap: str) -> bool:
     return False
 
 
-def _connect(make: Callable[[], KafkaAdminClient | KafkaProducer], bootstrap: str) -> KafkaAdminClient | KafkaProducer:
+def _connect(make: Callable[[], Client], bootstrap: str) -> Client:
     if not _reachable(bootstrap):
         raise BrokerError(
             f"no Kafka broker answers at {bootstrap}: start one with `streamdetect broker start` or give "
@@ -167,3 +184,27 @@ def publish(
     finally:
         producer.close()
     return sent
+
+
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[bytes]:
+    """Every value of ``topic`` from its beginning to its end as of now, in order within each partition
+    (a consumer outside any group: it commits nothing and moves no one's offsets)."""
+    consumer = _connect(lambda: KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False), bootstrap)
+    assert isinstance(consumer, KafkaConsumer)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise BrokerError(f"reading {topic} from {bootstrap} did not finish within {timeout_s:.0f} s")
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(record.value for record in records)
+        return values
+    finally:
+        consumer.close()

@@ -54,6 +54,7 @@ REASONS = (
     "unknown_attribute",
     "wrong_type",
     "violates_where",
+    "refused",  # read, but the Detector refused the batch (a withdrawal of rows never published)
 )
 #: Rows named in a detail.
 _ROWS_SHOWN = 5

@@ -1,0 +1,139 @@
+"""What the worker does with one record, apart from Kafka and Faust: read it, fold it into the Detector,
+say which findings it raised and cleared, and which state pieces to write.
+
+The worker (:mod:`streamdetect.stream.worker`) keeps the pieces in a Faust table, whose changelog
+topic is how a replacement worker recovers the state; this module rebuilds the Detector from them
+(:meth:`DetectorService.restore`). Delivery is at least once: a record replayed after a crash carries
+the same batch id, and a batch already folded in is skipped, so the open findings stay exact (views are
+bags: folding a batch twice would count its rows twice).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from streamdetect.checks.protocol import Batch
+from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
+from streamdetect.detector import Detector
+from streamdetect.errors import StateError, StreamdetectError
+from streamdetect.model.topology import Topology
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter, Publication, decode_record
+
+log = logging.getLogger(__name__)
+
+#: Table keys besides the Detector's pieces (which are ``<check>/<piece>``).
+FINGERPRINT_KEY = "meta/fingerprint"
+DTYPES_KEY = "meta/dtypes"
+APPLIED_PREFIX = "applied/"
+
+
+@dataclass
+class Outcome:
+    """What one record led to: table writes, finding events (key, JSON value), or a dead letter."""
+
+    writes: dict[str, bytes] = field(default_factory=dict)
+    events: list[tuple[bytes, bytes]] = field(default_factory=list)
+    dead: DeadLetter | None = None
+    replayed: bool = False
+
+
+def finding_event(finding: Any, event: str, publication: Publication) -> tuple[bytes, bytes]:
+    """A findings-topic record: keyed by the finding's stable id; the report-format body, whether it was
+    raised or cleared, and the publication (time, batch, view) of the record that raised or cleared it."""
+    body = {
+        "event": event,
+        "id": finding.id,
+        "check": finding.check,
+        "published": publication.published.isoformat(),
+        "batch": publication.batch_id,
+        "view": publication.view,
+        "finding": finding.to_dict(),
+    }
+    return finding.id.encode(), json.dumps(body, separators=(",", ":"), default=str).encode()
+
+
+class DetectorService:
+    """One worker's Detector and what it has folded in."""
+
+    def __init__(self, topology: Topology, checks: Sequence[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.topology = topology
+        self.detector = Detector(topology, checks)
+        self.max_bytes = max_bytes
+        self.applied: set[str] = set()
+        self.restored = False
+
+    def restore(self, table: Mapping[str, bytes]) -> None:
+        """Rebuild the Detector from a table the worker wrote (empty on a first start). Raises
+        :class:`StateError` when the table was written under another topology, checks or thresholds."""
+        fingerprint = table.get(FINGERPRINT_KEY)
+        if fingerprint is not None and fingerprint.decode() != self.detector.fingerprint:
+            raise StateError(
+                "the worker's state topic was written under another topology, other checks or thresholds "
+                f"(fingerprint {fingerprint.decode()!r}, expected {self.detector.fingerprint!r}): give this "
+                "topology another name, or delete the application's changelog topics to start afresh"
+            )
+        pieces = {key: value for key, value in table.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
+        self.detector.apply_changes(pieces)
+        self.detector.changes()  # what the table holds is written already
+        dtypes = table.get(DTYPES_KEY)
+        if dtypes is not None:
+            self.detector.dtypes = dict(frame_from_ipc(dtypes).schema)
+        self.applied = {key[len(APPLIED_PREFIX) :] for key in table if key.startswith(APPLIED_PREFIX)}
+        self.restored = True
+        log.info("state restored: %d pieces, %d batches folded in", len(pieces), len(self.applied))
+
+    def handle(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], view: str | None) -> Outcome:
+        """Fold one record in (atomically: a batch the Detector refuses changes nothing and is a dead
+        letter with reason ``refused``)."""
+        read = decode_record(self.topology, value, headers, view=view, max_bytes=self.max_bytes)
+        if isinstance(read, DeadLetter):
+            return Outcome(dead=read)
+        if read.batch_id in self.applied:
+            return Outcome(replayed=True)
+        batch = Batch(retracted={read.view: read.rows}) if read.op == "retract" else Batch(views={read.view: read.rows})
+        known = dict(self.detector.dtypes)
+        try:
+            delta = self.detector.update(batch)
+        except StreamdetectError as refused:
+            # Only the reason's kind is kept (the message may quote a value): which rule refused it.
+            return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
+        outcome = Outcome()
+        outcome.events = [finding_event(f, "cleared", read) for f in delta.cleared]
+        outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
+        outcome.writes = dict(self.detector.changes())
+        if not self.applied and FINGERPRINT_KEY not in outcome.writes:
+            outcome.writes[FINGERPRINT_KEY] = self.detector.fingerprint.encode()
+        if self.detector.dtypes != known:
+            outcome.writes[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
+        outcome.writes[APPLIED_PREFIX + read.batch_id] = dt.datetime.now(dt.UTC).isoformat().encode()
+        self.applied.add(read.batch_id)
+        return outcome
+
+
+def _refusal(message: str) -> str:
+    if "never published" in message or "has published none" in message:
+        return "withdraws a row that is not published"
+    if "but earlier rows of it are" in message:
+        return "an attribute's type differs from earlier batches"
+    return "the detector refused the batch"
+
+
+def open_findings(events: Sequence[bytes]) -> dict[str, dict[str, Any]]:
+    """The open findings after a sequence of findings-topic values, in order: by id, the report-format
+    body of every finding raised and not cleared since. A replayed event changes nothing (an id raised
+    twice is one open finding; a cleared id stays cleared until raised again)."""
+    opened: dict[str, dict[str, Any]] = {}
+    for value in events:
+        event = json.loads(value)
+        if event["event"] == "raised":
+            opened[event["id"]] = event["finding"]
+        else:
+            opened.pop(event["id"], None)
+    return opened

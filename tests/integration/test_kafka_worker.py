@@ -1,0 +1,191 @@
+"""The Faust worker against a real broker: Table 1 published row by row, withdrawn, the worker killed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+
+import streamdetect
+from streamdetect.io.sources import load_views
+from streamdetect.model.topology import Topology
+from streamdetect.stream.publish import create_topics, read_topic
+from streamdetect.stream.records import Publication, encode_publication
+from streamdetect.stream.service import open_findings
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _topology(tmp_path: Path, name: str) -> Path:
+    source = (ROOT / "topologies" / "dou-patients.yaml").read_text()
+    text = source.replace("name: dou-patients", f"name: {name}").replace("data/dou/", f"{ROOT}/topologies/data/dou/")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+class Worker:
+    """``streamdetect worker`` in a subprocess (its output kept in a file, for a failing test to show)."""
+
+    def __init__(self, path: Path, bootstrap: str, home: Path) -> None:
+        self.log = home / f"worker-{time.monotonic_ns()}.log"
+        command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", bootstrap]
+        command += ["--datadir", str(home / "worker"), "--loglevel", "info"]
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+class Feed:
+    """Sends records of one topology's views."""
+
+    def __init__(self, topology: Topology, bootstrap: str) -> None:
+        self.topology = topology
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+
+    def send(self, view: str, rows: pl.DataFrame, batch: str, op: str = "add") -> None:
+        publication = Publication(view, op, batch, dt.datetime.now(dt.UTC), rows)  # type: ignore[arg-type]
+        value, headers = encode_publication(publication)
+        definition = next(v for v in self.topology.views if v.name == view)
+        self.producer.send(view_topic(self.topology, definition), value=value, headers=headers)
+        self.producer.flush()
+
+
+def _until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        assert worker.process.poll() is None, f"the worker exited: {worker.output()[-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {timeout_s:.0f} s; worker output:\n{worker.output()[-3000:]}")
+
+
+def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
+    return [json.loads(value) for value in read_topic(bootstrap, findings_topic(topology))]
+
+
+def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_worker(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
+) -> None:
+    path = _topology(tmp_path, "worker-table1")
+    topology = streamdetect.load_topology(path)
+    views = load_views(topology)
+    create_topics(topology, kafka_bootstrap)
+    feed = Feed(topology, kafka_bootstrap)
+    workers.append(Worker(path, kafka_bootstrap, tmp_path))
+    expected = {f.id for f in streamdetect.check(topology).findings}
+    dan_flu = next(f.id for f in streamdetect.check(topology).findings if f.identifier_value == "Dan")
+
+    for position in range(views["v1"].height):
+        feed.send("v1", views["v1"].slice(position, 1), f"v1-{position}")
+    dan = views["v2"].filter(pl.col("Name") == "Dan")
+    others = views["v2"].filter(pl.col("Name") != "Dan")
+    for position in range(others.height):
+        feed.send("v2", others.slice(position, 1), f"v2-{position}")
+    # Every finding but Dan's once the rows without Dan's are in: Dan is not disclosed yet.
+    _until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected - {dan_flu},
+        "the findings of the rows without Dan's v2 row",
+        workers[-1],
+    )
+
+    feed.send("v2", dan, "v2-dan")
+    _until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected,
+        "Dan-Flu raised once Dan's v2 row arrived",
+        workers[-1],
+    )
+    raising = [e for e in _events(kafka_bootstrap, topology) if e["id"] == dan_flu and e["event"] == "raised"]
+    assert [(e["view"], e["batch"]) for e in raising] == [("v2", "v2-dan")]
+    assert raising[0]["finding"]["level"] == 2  # type: ignore[index]
+
+    # The findings command reports what check reports, with its exit code.
+    command = [sys.executable, "-m", "streamdetect", "findings", str(path), "--bootstrap-servers", kafka_bootstrap]
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert {f["id"] for f in json.loads(done.stdout)["findings"]} == expected
+
+    # The worker dies; a new one recovers the state from the changelog and goes on.
+    workers[-1].kill()
+    workers.append(Worker(path, kafka_bootstrap, tmp_path))
+    feed.send("v2", dan, "v2-dan")  # a replay (same batch id): changes nothing
+    feed.send("v2", dan, "v2-dan-withdrawn", op="retract")
+    _until(
+        lambda: dan_flu not in open_findings(read_topic(kafka_bootstrap, findings_topic(topology))),
+        "Dan-Flu cleared when Dan's v2 row was withdrawn",
+        workers[-1],
+    )
+    assert set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected - {dan_flu}
+    events = _events(kafka_bootstrap, topology)
+    assert [e["event"] for e in events if e["id"] == dan_flu] == ["raised", "cleared"]  # the replay raised nothing
+
+    # Poison records go to the dead-letter topic with their reason; the worker keeps going.
+    _, headers = encode_publication(Publication("v1", "add", "poison", dt.datetime.now(dt.UTC), views["v1"].head(1)))
+    feed.producer.send(view_topic(topology, topology.views[0]), value=b"not arrow", headers=headers)
+    feed.send("v2", dan, "v2-dan-again-withdrawn", op="retract")  # no longer published: refused
+    feed.send("v2", dan, "v2-dan-back")
+    _until(
+        lambda: dan_flu in open_findings(read_topic(kafka_bootstrap, findings_topic(topology))),
+        "Dan-Flu raised again when the row came back",
+        workers[-1],
+    )
+    assert sorted(_reasons(kafka_bootstrap, dead_letter_topic(topology))) == ["not_arrow", "refused"]
+    # No value of the data in the worker's log (INFO and above).
+    log = "\n".join(worker.output() for worker in workers)
+    for value in ("Dan", "Flu", "387-399"):
+        assert value not in log
+
+
+def _reasons(bootstrap: str, topic: str) -> list[str]:
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None
+    )
+    try:
+        return [dict(message.headers)["streamdetect-reason"].decode() for message in consumer]
+    finally:
+        consumer.close()
+
+
+def test_the_worker_refuses_view_topics_it_cannot_keep_whole(kafka_bootstrap: str, tmp_path: Path) -> None:
+    path = _topology(tmp_path, "worker-wide")
+    create_topics(streamdetect.load_topology(path), kafka_bootstrap, partitions=2)
+    command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", kafka_bootstrap]
+    done = subprocess.run(
+        [*command, "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2
+    assert "one partition" in done.stderr
+    assert "Traceback" not in done.stderr
