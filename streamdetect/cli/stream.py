@@ -82,15 +82,27 @@ def publish(
 )
 @click.option("--datadir", type=click.Path(path_type=Path), help="The worker's local files [default: in the cache].")
 @click.option(
+    "--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics on http://HOST:PORT/metrics."
+)
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="The address the metrics bind.")
+@click.option(
     "--loglevel", type=click.Choice(["crit", "error", "warn", "info", "debug"]), default="warn", show_default=True
 )
 @fail_cleanly
 def worker(
-    topology: Path, bootstrap: str, web_port: int | None, store: str, datadir: Path | None, loglevel: str
+    topology: Path,
+    bootstrap: str,
+    web_port: int | None,
+    store: str,
+    datadir: Path | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    loglevel: str,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
     from streamdetect.stream.broker import BrokerError  # noqa: PLC0415
+    from streamdetect.stream.metrics import WorkerMetrics  # noqa: PLC0415
     from streamdetect.stream.publish import create_topics, view_partitions  # noqa: PLC0415
     from streamdetect.stream.worker import app_id, build_app, run_worker  # noqa: PLC0415 (Faust loads only here)
 
@@ -104,5 +116,8 @@ def worker(
         )
     directory = datadir or cache_dir() / "worker" / app_id(model)
     directory.mkdir(parents=True, exist_ok=True)
-    app = build_app(model, bootstrap, datadir=directory, store=store, web_port=web_port)
+    metrics = WorkerMetrics()
+    if metrics_port is not None:
+        metrics.serve(metrics_port, metrics_host)
+    app = build_app(model, bootstrap, datadir=directory, store=store, web_port=web_port, metrics=metrics)
     run_worker(app, loglevel)

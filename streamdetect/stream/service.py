@@ -42,6 +42,10 @@ class Outcome:
     events: list[tuple[bytes, bytes]] = field(default_factory=list)
     dead: DeadLetter | None = None
     replayed: bool = False
+    #: The record read (None for a dead letter) and the findings it raised and cleared.
+    publication: Publication | None = None
+    raised: tuple[Any, ...] = ()
+    cleared: tuple[Any, ...] = ()
 
 
 def finding_event(finding: Any, event: str, publication: Publication) -> tuple[bytes, bytes]:
@@ -96,7 +100,7 @@ class DetectorService:
         if isinstance(read, DeadLetter):
             return Outcome(dead=read)
         if read.batch_id in self.applied:
-            return Outcome(replayed=True)
+            return Outcome(replayed=True, publication=read)
         batch = Batch(retracted={read.view: read.rows}) if read.op == "retract" else Batch(views={read.view: read.rows})
         known = dict(self.detector.dtypes)
         try:
@@ -104,7 +108,7 @@ class DetectorService:
         except StreamdetectError as refused:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
-        outcome = Outcome()
+        outcome = Outcome(publication=read, raised=delta.raised, cleared=delta.cleared)
         outcome.events = [finding_event(f, "cleared", read) for f in delta.cleared]
         outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
         outcome.writes = dict(self.detector.changes())

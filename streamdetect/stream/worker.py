@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import faust
 
 from streamdetect.model.topology import Topology
+from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.records import DEFAULT_MAX_BYTES
 from streamdetect.stream.service import DetectorService
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
@@ -46,10 +48,12 @@ def build_app(
     store: str = "memory://",
     web_port: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    metrics: WorkerMetrics | None = None,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated). Its web server (Faust's, for its own health pages) binds 127.0.0.1 only, and only when
-    ``web_port`` is given: two workers on one host would otherwise both take port 6066."""
+    ``web_port`` is given: two workers on one host would otherwise both take port 6066. ``metrics``
+    counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`)."""
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
         app_id(topology),
@@ -79,7 +83,10 @@ def build_app(
             if not service.restored:
                 service.restore({_text(key): value for key, value in state.items()})
             message = event.message
+            began = time.perf_counter()
             outcome = service.handle(event.value, list(message.headers or ()), topics.get(message.topic))
+            if metrics is not None:
+                metrics.record(outcome, time.perf_counter() - began)
             if outcome.dead is not None:
                 headers = [
                     *(message.headers or ()),

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer
 import streamdetect
 from streamdetect.io.sources import load_views
 from streamdetect.model.topology import Topology
+from streamdetect.stream import broker
 from streamdetect.stream.publish import create_topics, read_topic
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.service import open_findings
@@ -39,8 +41,9 @@ class Worker:
 
     def __init__(self, path: Path, bootstrap: str, home: Path) -> None:
         self.log = home / f"worker-{time.monotonic_ns()}.log"
+        self.metrics_port = broker.free_port()
         command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", bootstrap]
-        command += ["--datadir", str(home / "worker"), "--loglevel", "info"]
+        command += ["--datadir", str(home / "worker"), "--loglevel", "info", "--metrics-port", str(self.metrics_port)]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
 
@@ -58,6 +61,18 @@ class Worker:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def metrics(self) -> dict[str, float]:
+        """The samples of its /metrics page, by name and labels as written there."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as page:
+            text = page.read().decode()
+        self.scraped = getattr(self, "scraped", "") + text
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
 
 
 @pytest.fixture
@@ -132,6 +147,9 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     assert [(e["view"], e["batch"]) for e in raising] == [("v2", "v2-dan")]
     assert raising[0]["finding"]["level"] == 2  # type: ignore[index]
 
+    # Its metrics count what it read and found, labelled by view, check and level only.
+    _counts_what_it_read(workers[-1].metrics(), views, len(expected))
+
     # The findings command reports what check reports, with its exit code.
     command = [sys.executable, "-m", "streamdetect", "findings", str(path), "--bootstrap-servers", kafka_bootstrap]
     done = subprocess.run([*command, "--json"], capture_output=True, text=True, check=False, timeout=120)
@@ -163,10 +181,29 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
         workers[-1],
     )
     assert sorted(_reasons(kafka_bootstrap, dead_letter_topic(topology))) == ["not_arrow", "refused"]
+    _counts_dead_letters_and_replays(workers[-1].metrics())
+    scraped = workers[0].scraped + workers[-1].scraped
     # No value of the data in the worker's log (INFO and above).
     log = "\n".join(worker.output() for worker in workers)
     for value in ("Dan", "Flu", "387-399"):
         assert value not in log
+        assert value not in scraped
+
+
+def _counts_what_it_read(samples: dict[str, float], views: dict[str, pl.DataFrame], findings: int) -> None:
+    assert samples['streamdetect_rows_consumed_total{op="add",view="v1"}'] == views["v1"].height
+    assert samples['streamdetect_rows_consumed_total{op="add",view="v2"}'] == views["v2"].height
+    assert samples['streamdetect_open_findings{certain="true",check="linkage",level="2"}'] == 1
+    assert samples['streamdetect_findings_raised_total{check="linkage"}'] >= findings
+    assert samples["streamdetect_detection_latency_seconds_count"] >= findings
+    assert samples["streamdetect_state_written_bytes_total"] > 0
+
+
+def _counts_dead_letters_and_replays(samples: dict[str, float]) -> None:
+    assert samples['streamdetect_dead_letters_total{reason="not_arrow"}'] == 1
+    assert samples['streamdetect_dead_letters_total{reason="refused"}'] == 1
+    # At least the record sent twice; also those the killed worker had read but not committed.
+    assert samples['streamdetect_records_replayed_total{view="v2"}'] >= 1
 
 
 def _reasons(bootstrap: str, topic: str) -> list[str]:

@@ -1,0 +1,100 @@
+"""The worker's Prometheus metrics (prometheus-client), served on /metrics at a host and port of its own.
+
+Names and units follow Prometheus' conventions (``_total`` counters, ``_seconds``, ``_bytes``). Labels are
+names the topology gives (views, checks), the dead-letter reasons of :data:`~streamdetect.stream.records.REASONS`
+and levels: never a value of the data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from streamdetect.stream.service import Outcome
+
+#: Detection latency buckets (seconds): a stream detector answers within a second; the tail shows backlog.
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class WorkerMetrics:
+    """Counters, gauges and histograms of one worker, in a registry of their own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.records = Counter("streamdetect_records_consumed", "Records read from view topics.", ["view"], registry=r)
+        self.rows = Counter(
+            "streamdetect_rows_consumed",
+            "View rows folded in, by view and op (add, retract).",
+            ["view", "op"],
+            registry=r,
+        )
+        self.replayed = Counter(
+            "streamdetect_records_replayed",
+            "Records skipped as already folded in (same batch id).",
+            ["view"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "streamdetect_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"], registry=r
+        )
+        self.raised = Counter("streamdetect_findings_raised", "Findings raised.", ["check"], registry=r)
+        self.cleared = Counter("streamdetect_findings_cleared", "Findings cleared.", ["check"], registry=r)
+        self.open = Gauge(
+            "streamdetect_open_findings",
+            "Findings open now, by check, level and certainty.",
+            ["check", "level", "certain"],
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "streamdetect_batch_processing_seconds", "Time to fold one record into the detector.", registry=r
+        )
+        self.latency = Histogram(
+            "streamdetect_detection_latency_seconds",
+            "From the publication time of the record that raised a finding to the finding produced.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_bytes = Counter(
+            "streamdetect_state_written_bytes", "Bytes of state pieces written to the state table.", registry=r
+        )
+        self._open: dict[str, tuple[str, str, str]] = {}
+
+    def record(self, outcome: Outcome, seconds: float) -> None:
+        """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`)."""
+        if outcome.dead is not None:
+            self.dead_letters.labels(outcome.dead.reason).inc()
+            return
+        publication = outcome.publication
+        assert publication is not None
+        self.records.labels(publication.view).inc()
+        if outcome.replayed:
+            self.replayed.labels(publication.view).inc()
+            return
+        self.rows.labels(publication.view, publication.op).inc(publication.rows.height)
+        self.batch_seconds.observe(seconds)
+        self.state_bytes.inc(sum(len(piece) for piece in outcome.writes.values()))
+        self.findings(outcome.raised, outcome.cleared, publication.published)
+
+    def findings(self, raised: Iterable[Any], cleared: Iterable[Any], published: dt.datetime) -> None:
+        """Count a batch's raised and cleared findings, keep the open ones' gauge, observe the latency."""
+        now = dt.datetime.now(dt.UTC)
+        for finding in cleared:
+            self.cleared.labels(finding.check).inc()
+            labels = self._open.pop(finding.id, None)
+            if labels is not None:
+                self.open.labels(*labels).dec()
+        for finding in raised:
+            self.raised.labels(finding.check).inc()
+            labels = (finding.check, str(getattr(finding, "level", "")), "true" if finding.certain else "false")
+            if finding.id not in self._open:
+                self._open[finding.id] = labels
+                self.open.labels(*labels).inc()
+            self.latency.observe(max((now - published).total_seconds(), 0.0))
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve /metrics on host:port (a thread of its own)."""
+        start_http_server(port, addr=host, registry=self.registry)
