@@ -1,0 +1,72 @@
+"""The deployment files: the compose file validates, the alert rules pass their unit tests and read only
+metrics a worker exposes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streamdetect.stream.metrics import WorkerMetrics
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+
+
+def _compose() -> Path:
+    import compose
+
+    # The package's own binary: its console script always exits 0.
+    return Path(compose.__file__).parent / "docker-compose"
+
+
+def _config(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(_compose()), "-f", str(path), "config", "-q"], capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def test_the_compose_file_validates(tmp_path: Path) -> None:
+    done = _config(ROOT / "docker-compose.yml")
+    assert done.returncode == 0, done.stderr
+    # The validator does reject a broken file (so the check above can fail).
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text((ROOT / "docker-compose.yml").read_text().replace("    command:", "    comand:", 1))
+    assert _config(broken).returncode != 0
+
+
+def test_the_compose_services_run_the_documented_commands() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    assert {"kafka", "worker", "publisher", "prometheus"} <= set(services)
+    assert services["worker"]["command"][0] == "worker"
+    assert "--metrics-port" in services["worker"]["command"]
+
+
+def test_alert_rules_read_only_metrics_a_worker_exposes() -> None:
+    suffixes = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
+    exposed = {
+        family.name + suffix for family in WorkerMetrics().registry.collect() for suffix in suffixes[family.type]
+    }
+    rules = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())
+    used = {
+        name
+        for group in rules["groups"]
+        for rule in group["rules"]
+        for name in re.findall(r"streamdetect_\w+", rule["expr"])
+    }
+    assert used
+    assert used <= exposed, used - exposed
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing: apt install prometheus")
+def test_promtool_accepts_the_config_and_the_rules_pass_their_tests() -> None:
+    for command in (
+        ["promtool", "check", "config", "prometheus.yml"],
+        ["promtool", "test", "rules", "alerts_test.yml"],
+    ):
+        done = subprocess.run(command, cwd=PROMETHEUS, capture_output=True, text=True, check=False, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
