@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench-bp clean
+.PHONY: run test lint demo bench-bp clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+# A local Kafka broker, a worker and a publisher on Table 1; shows the findings as they arrive, then stops
+# everything (needs a JDK 17+ and Maven for the broker).
+demo: $(VENV)/.installed
+	BIN=$(BIN) deploy/demo.sh
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check streamdetect tests
