@@ -70,3 +70,35 @@ def test_promtool_accepts_the_config_and_the_rules_pass_their_tests() -> None:
     ):
         done = subprocess.run(command, cwd=PROMETHEUS, capture_output=True, text=True, check=False, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _manifests() -> list[dict[str, object]]:
+    return [doc for doc in yaml.safe_load_all((ROOT / "deploy" / "k8s" / "worker.yaml").read_text()) if doc]
+
+
+def test_the_kubernetes_manifests_validate_strictly() -> None:
+    import kubernetes_validate
+
+    manifests = _manifests()
+    assert [doc["kind"] for doc in manifests] == ["ConfigMap", "Deployment", "Service"]
+    for doc in manifests:
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    broken = _manifests()[1]
+    broken["spec"]["replica"] = 1  # type: ignore[index]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.30.0", strict=True)
+
+
+def test_the_configmaps_topology_is_the_shipped_example(tmp_path: Path) -> None:
+    from streamdetect.io.topology_file import load_topology
+
+    path = tmp_path / "topology.yaml"
+    path.write_text(_manifests()[0]["data"]["topology.yaml"])  # type: ignore[index]
+    shipped = load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    mapped = load_topology(path)
+    assert (mapped.name, mapped.table.attributes, mapped.checks) == (
+        shipped.name,
+        shipped.table.attributes,
+        shipped.checks,
+    )
+    assert [(v.name, v.attributes) for v in mapped.views] == [(v.name, v.attributes) for v in shipped.views]
