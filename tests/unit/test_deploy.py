@@ -3,10 +3,13 @@ metrics a worker exposes."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -102,3 +105,36 @@ def test_the_configmaps_topology_is_the_shipped_example(tmp_path: Path) -> None:
         shipped.checks,
     )
     assert [(v.name, v.attributes) for v in mapped.views] == [(v.name, v.attributes) for v in shipped.views]
+
+
+def _dashboard_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "streamdetect_dashboard", ROOT / "deploy" / "grafana" / "dashboard.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_dashboard_is_what_its_code_builds() -> None:
+    committed = (ROOT / "deploy" / "grafana" / "dashboards" / "streamdetect.json").read_text()
+    assert committed == _dashboard_module().render(), (
+        "run: python deploy/grafana/dashboard.py > deploy/grafana/dashboards/streamdetect.json"
+    )
+
+
+def test_every_dashboard_query_reads_metrics_a_worker_exposes() -> None:
+    document = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "streamdetect.json").read_text())
+    queries = [target["expr"] for panel in document["panels"] for target in panel["targets"]]
+    assert len(queries) >= 10
+    used = {name for query in queries for name in re.findall(r"streamdetect_\w+", query)}
+    suffixes = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
+    exposed = {
+        family.name + suffix for family in WorkerMetrics().registry.collect() for suffix in suffixes[family.type]
+    }
+    assert used <= exposed, used - exposed
+    titles = " ".join(panel["title"] for panel in document["panels"]).lower()
+    for topic in ("open findings", "raised and cleared", "latency", "rows consumed", "dead letters"):
+        assert topic in titles
