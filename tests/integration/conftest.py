@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from streamdetect.stream import broker
+from tests.integration.kafka_helpers import Worker
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +27,11 @@ def kafka_bootstrap() -> Iterator[str]:
         yield started.bootstrap
     finally:
         broker.stop(port)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.stop()

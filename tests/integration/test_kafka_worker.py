@@ -4,108 +4,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
-import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 
 import streamdetect
 from streamdetect.io.sources import load_views
 from streamdetect.model.topology import Topology
-from streamdetect.stream import broker
 from streamdetect.stream.publish import create_topics, read_topic
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
+from tests.integration.kafka_helpers import Feed, Worker, table1_topology, until
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _topology(tmp_path: Path, name: str) -> Path:
-    source = (ROOT / "topologies" / "dou-patients.yaml").read_text()
-    text = source.replace("name: dou-patients", f"name: {name}").replace("data/dou/", f"{ROOT}/topologies/data/dou/")
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(text)
-    return path
-
-
-class Worker:
-    """``streamdetect worker`` in a subprocess (its output kept in a file, for a failing test to show)."""
-
-    def __init__(self, path: Path, bootstrap: str, home: Path) -> None:
-        self.log = home / f"worker-{time.monotonic_ns()}.log"
-        self.metrics_port = broker.free_port()
-        command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", bootstrap]
-        command += ["--datadir", str(home / "worker"), "--loglevel", "info", "--metrics-port", str(self.metrics_port)]
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def metrics(self) -> dict[str, float]:
-        """The samples of its /metrics page, by name and labels as written there."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as page:
-            text = page.read().decode()
-        self.scraped = getattr(self, "scraped", "") + text
-        samples = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                samples[name] = float(value)
-        return samples
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        worker.stop()
-
-
-class Feed:
-    """Sends records of one topology's views."""
-
-    def __init__(self, topology: Topology, bootstrap: str) -> None:
-        self.topology = topology
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-
-    def send(self, view: str, rows: pl.DataFrame, batch: str, op: str = "add") -> None:
-        publication = Publication(view, op, batch, dt.datetime.now(dt.UTC), rows)  # type: ignore[arg-type]
-        value, headers = encode_publication(publication)
-        definition = next(v for v in self.topology.views if v.name == view)
-        self.producer.send(view_topic(self.topology, definition), value=value, headers=headers)
-        self.producer.flush()
-
-
-def _until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        assert worker.process.poll() is None, f"the worker exited: {worker.output()[-3000:]}"
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout_s:.0f} s; worker output:\n{worker.output()[-3000:]}")
 
 
 def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
@@ -115,7 +29,7 @@ def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
 def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_worker(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
-    path = _topology(tmp_path, "worker-table1")
+    path = table1_topology(tmp_path, "worker-table1")
     topology = streamdetect.load_topology(path)
     views = load_views(topology)
     create_topics(topology, kafka_bootstrap)
@@ -131,14 +45,14 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     for position in range(others.height):
         feed.send("v2", others.slice(position, 1), f"v2-{position}")
     # Every finding but Dan's once the rows without Dan's are in: Dan is not disclosed yet.
-    _until(
+    until(
         lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected - {dan_flu},
         "the findings of the rows without Dan's v2 row",
         workers[-1],
     )
 
     feed.send("v2", dan, "v2-dan")
-    _until(
+    until(
         lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected,
         "Dan-Flu raised once Dan's v2 row arrived",
         workers[-1],
@@ -161,7 +75,7 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     workers.append(Worker(path, kafka_bootstrap, tmp_path))
     feed.send("v2", dan, "v2-dan")  # a replay (same batch id): changes nothing
     feed.send("v2", dan, "v2-dan-withdrawn", op="retract")
-    _until(
+    until(
         lambda: dan_flu not in open_findings(read_topic(kafka_bootstrap, findings_topic(topology))),
         "Dan-Flu cleared when Dan's v2 row was withdrawn",
         workers[-1],
@@ -175,7 +89,7 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     feed.producer.send(view_topic(topology, topology.views[0]), value=b"not arrow", headers=headers)
     feed.send("v2", dan, "v2-dan-again-withdrawn", op="retract")  # no longer published: refused
     feed.send("v2", dan, "v2-dan-back")
-    _until(
+    until(
         lambda: dan_flu in open_findings(read_topic(kafka_bootstrap, findings_topic(topology))),
         "Dan-Flu raised again when the row came back",
         workers[-1],
@@ -217,7 +131,7 @@ def _reasons(bootstrap: str, topic: str) -> list[str]:
 
 
 def test_the_worker_refuses_view_topics_it_cannot_keep_whole(kafka_bootstrap: str, tmp_path: Path) -> None:
-    path = _topology(tmp_path, "worker-wide")
+    path = table1_topology(tmp_path, "worker-wide")
     create_topics(streamdetect.load_topology(path), kafka_bootstrap, partitions=2)
     command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", kafka_bootstrap]
     done = subprocess.run(

@@ -1,0 +1,95 @@
+"""What the Kafka worker tests share: Table 1 under a name of its own, a worker in a subprocess, a feed of
+records, waiting for a condition."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+from kafka import KafkaProducer
+
+from streamdetect.model.topology import Topology
+from streamdetect.stream import broker
+from streamdetect.stream.records import Publication, encode_publication
+from streamdetect.stream.topics import view_topic
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def table1_topology(tmp_path: Path, name: str) -> Path:
+    source = (ROOT / "topologies" / "dou-patients.yaml").read_text()
+    text = source.replace("name: dou-patients", f"name: {name}").replace("data/dou/", f"{ROOT}/topologies/data/dou/")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+class Worker:
+    """``streamdetect worker`` in a subprocess (its output kept in a file, for a failing test to show)."""
+
+    def __init__(self, path: Path, bootstrap: str, home: Path) -> None:
+        self.log = home / f"worker-{time.monotonic_ns()}.log"
+        self.metrics_port = broker.free_port()
+        command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", bootstrap]
+        command += ["--datadir", str(home / "worker"), "--loglevel", "info", "--metrics-port", str(self.metrics_port)]
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> dict[str, float]:
+        """The samples of its /metrics page, by name and labels as written there."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as page:
+            text = page.read().decode()
+        self.scraped = getattr(self, "scraped", "") + text
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
+
+
+class Feed:
+    """Sends records of one topology's views."""
+
+    def __init__(self, topology: Topology, bootstrap: str) -> None:
+        self.topology = topology
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+
+    def send(self, view: str, rows: pl.DataFrame, batch: str, op: str = "add") -> None:
+        publication = Publication(view, op, batch, dt.datetime.now(dt.UTC), rows)  # type: ignore[arg-type]
+        value, headers = encode_publication(publication)
+        definition = next(v for v in self.topology.views if v.name == view)
+        self.producer.send(view_topic(self.topology, definition), value=value, headers=headers)
+        self.producer.flush()
+
+
+def until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        assert worker.process.poll() is None, f"the worker exited: {worker.output()[-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {timeout_s:.0f} s; worker output:\n{worker.output()[-3000:]}")
