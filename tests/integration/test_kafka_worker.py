@@ -21,7 +21,6 @@ from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_t
 from tests.integration.kafka_helpers import Feed, Worker, table1_topology, until
 
 
-
 def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
     return [json.loads(value) for value in read_topic(bootstrap, findings_topic(topology))]
 
