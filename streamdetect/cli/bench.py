@@ -22,6 +22,7 @@ from streamdetect.bench.adult import ADULT_ROWS
 from streamdetect.bench.bp import generate_bp, write_bp
 from streamdetect.bench.incremental import run_incremental
 from streamdetect.cli.errors import fail_cleanly
+from streamdetect.cli.stream import BOOTSTRAP
 from streamdetect.engine import CHECKS
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
@@ -188,3 +189,27 @@ def incremental_command(
     per_view = ", ".join(f"{name} {ms:.1f}" for name, ms in outcome["batch_ms_by_view"].items())
     if per_view:
         click.echo(f"median ms per batch, by the view it publishes to: {per_view}")
+
+
+@bench.command("stream")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@BOOTSTRAP
+@click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per record.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Publish at most this many rows per second.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def stream_command(topology: Path, bootstrap: str, batch_rows: int, rate: float | None, as_json: bool) -> None:
+    """Publish TOPOLOGY's views through a broker while one worker reads them: rows/s, detection latency."""
+    from streamdetect.bench.stream import run_stream  # noqa: PLC0415 (Kafka and Faust load only here)
+
+    outcome = run_stream(topology, bootstrap, batch_rows=batch_rows, rate=rate)
+    if as_json:
+        click.echo(json.dumps(outcome))
+        return
+    latency = outcome["detection_latency_s"]
+    click.echo(
+        f"{outcome['rows']:,} rows in {outcome['stream_s']:.1f} s: {outcome['rows_per_second']:,.0f} rows/s "
+        f"through one worker; detection latency p50 <= {latency['p50']} s, p99 <= {latency['p99']} s; "
+        f"{outcome['findings']:,} open findings, {'the same as' if outcome['same_as_check'] else 'NOT the same as'} "
+        "check's"
+    )

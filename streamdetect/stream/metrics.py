@@ -8,10 +8,12 @@ and levels: never a value of the data.
 from __future__ import annotations
 
 import datetime as dt
+import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
 
 from streamdetect.stream.service import Outcome
 
@@ -98,3 +100,15 @@ class WorkerMetrics:
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve /metrics on host:port (a thread of its own)."""
         start_http_server(port, addr=host, registry=self.registry)
+
+
+def scrape(port: int, host: str = "127.0.0.1") -> dict[str, float]:
+    """A worker's /metrics page as samples: ``name{label="value",...}`` (labels sorted) -> value."""
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as page:
+        text = page.read().decode()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{key}="{value}"' for key, value in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
+    return samples

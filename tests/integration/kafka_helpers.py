@@ -17,6 +17,7 @@ from kafka import KafkaProducer
 
 from streamdetect.model.topology import Topology
 from streamdetect.stream import broker
+from streamdetect.stream.metrics import scrape
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.topics import view_topic
 
@@ -58,16 +59,10 @@ class Worker:
         return self.log.read_text(errors="replace")
 
     def metrics(self) -> dict[str, float]:
-        """The samples of its /metrics page, by name and labels as written there."""
+        """The samples of its /metrics page (the text kept, for a test to look for values in it)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as page:
-            text = page.read().decode()
-        self.scraped = getattr(self, "scraped", "") + text
-        samples = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                samples[name] = float(value)
-        return samples
+            self.scraped = getattr(self, "scraped", "") + page.read().decode()
+        return scrape(self.metrics_port)
 
 
 class Feed:

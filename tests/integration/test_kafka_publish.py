@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import socket
 import subprocess
 import sys
@@ -183,3 +184,33 @@ def test_the_publish_command_streams_every_view(kafka_bootstrap: str, tmp_path: 
     assert sum(len(decode_record(topology, value, headers).rows) for _, value, headers in records) == sum(  # type: ignore[union-attr]
         frame.height for frame in views.values()
     )
+
+
+BENCH = ("--batch-rows", "2", "--json")
+
+
+def test_bench_stream_measures_a_worker_and_checks_its_findings(kafka_bootstrap: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamdetect",
+            "bench",
+            "stream",
+            str(ROOT / "topologies" / "dou-patients.yaml"),
+            *BENCH,
+            "--bootstrap-servers",
+            kafka_bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["rows"] == 12
+    assert outcome["same_as_check"] is True
+    assert outcome["findings"] == 7
+    assert outcome["rows_per_second"] > 0
+    assert outcome["detection_latency_s"]["p99"] is not None
