@@ -58,6 +58,11 @@ PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "Consumer lag (records not yet read)",
+        "short",
+        [("sum by (topic) (streamdetect_consumer_lag)", "{{topic}}")],
+    ),
+    (
         "Dead letters and replays per second",
         "ops",
         [

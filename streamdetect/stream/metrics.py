@@ -63,6 +63,12 @@ class WorkerMetrics:
         self.state_bytes = Counter(
             "streamdetect_state_written_bytes", "Bytes of state pieces written to the state table.", registry=r
         )
+        self.lag = Gauge(
+            "streamdetect_consumer_lag",
+            "Records of a view topic's partition not yet read, as of the last record read from it.",
+            ["topic", "partition"],
+            registry=r,
+        )
         self._open: dict[str, tuple[str, str, str]] = {}
 
     def record(self, outcome: Outcome, seconds: float) -> None:

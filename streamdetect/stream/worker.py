@@ -87,6 +87,9 @@ def build_app(
             outcome = service.handle(event.value, list(message.headers or ()), topics.get(message.topic))
             if metrics is not None:
                 metrics.record(outcome, time.perf_counter() - began)
+                # The highwater is the offset the next record will take: what is left after this one.
+                left = app.consumer.highwater(message.tp) - message.offset - 1
+                metrics.lag.labels(message.topic, str(message.partition)).set(max(left, 0))
             if outcome.dead is not None:
                 headers = [
                     *(message.headers or ()),
