@@ -69,7 +69,19 @@ class WorkerMetrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.tasks = Gauge(
+            "streamdetect_tasks",
+            "What each check examines: channels of the closure and tasks.",
+            ["check", "kind"],
+            registry=r,
+        )
         self._open: dict[str, tuple[str, str, str]] = {}
+
+    def examined(self, summaries: Iterable[Any]) -> None:
+        """Set the tasks gauge from the Detector's check summaries (channels and tasks per check)."""
+        for summary in summaries:
+            self.tasks.labels(summary.name, "channels").set(summary.channels)
+            self.tasks.labels(summary.name, "tasks").set(summary.tasks)
 
     def record(self, outcome: Outcome, seconds: float) -> None:
         """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`)."""

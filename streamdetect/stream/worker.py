@@ -76,6 +76,8 @@ def build_app(
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     state: Any = app.Table("state", default=None, partitions=1, key_type=bytes, value_type=bytes)
     service = DetectorService(topology, checks, max_bytes)
+    if metrics is not None:
+        metrics.examined(service.detector.summaries({}))
 
     @app.agent(source, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
