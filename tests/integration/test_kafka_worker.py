@@ -110,7 +110,7 @@ def _counts_what_it_read(samples: dict[str, float], views: dict[str, pl.DataFram
     assert samples['streamdetect_findings_raised_total{check="linkage"}'] >= findings
     assert samples["streamdetect_detection_latency_seconds_count"] >= findings
     assert samples["streamdetect_state_written_bytes_total"] > 0
-    assert samples['streamdetect_tasks{check="linkage",kind="tasks"}'] == 3  # Table 1: three (channel, E, S) tasks, as check says
+    assert samples['streamdetect_tasks{check="linkage",kind="tasks"}'] == 3  # as check counts them
 
 
 def _counts_dead_letters_and_replays(samples: dict[str, float]) -> None:
