@@ -15,6 +15,7 @@ value and the other views broadcast (docs/design.md, co-partitioning); that is t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -102,10 +103,14 @@ def build_app(
                 await dead_letters.send(value=event.value, headers=headers)
                 log.warning("dead letter from %s: %s", message.topic, outcome.dead.reason)
                 continue
+            # Finding events are delivered before the state (with the batch id that marks the record
+            # done) is written: a worker killed in between sees the record again and sends the events
+            # again (consumers fold them idempotently); the other order could lose them for good.
+            sent = [await findings.send(key=finding_id, value=body) for finding_id, body in outcome.events]
+            if sent:
+                await asyncio.gather(*sent)
             for name, piece in outcome.writes.items():
                 state[name.encode()] = piece
-            for finding_id, body in outcome.events:
-                await findings.send(key=finding_id, value=body)
             if outcome.events:
                 log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
