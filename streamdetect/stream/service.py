@@ -28,10 +28,26 @@ from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter, Publicati
 
 log = logging.getLogger(__name__)
 
-#: Table keys besides the Detector's pieces (which are ``<check>/<piece>``).
+#: Entries of a record besides the Detector's pieces (which are ``<check>/<piece>``).
 FINGERPRINT_KEY = "meta/fingerprint"
 DTYPES_KEY = "meta/dtypes"
 APPLIED_PREFIX = "applied/"
+#: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
+#: message per record, not one per piece: a BP batch writes some fifty pieces).
+RECORD_PREFIX = "record/"
+
+
+def pack_entries(entries: Mapping[str, bytes]) -> bytes:
+    """Several named byte strings as one (an Arrow IPC frame of keys and values)."""
+    return frame_to_ipc(
+        pl.DataFrame({"key": list(entries), "value": pl.Series(list(entries.values()), dtype=pl.Binary)})
+    )
+
+
+def unpack_entries(data: bytes) -> dict[str, bytes]:
+    """Inverse of :func:`pack_entries`."""
+    frame = frame_from_ipc(data)
+    return dict(zip(frame.get_column("key").to_list(), frame.get_column("value").to_list(), strict=True))
 
 
 @dataclass
@@ -74,8 +90,14 @@ class DetectorService:
         self.restored = False
 
     def restore(self, table: Mapping[str, bytes]) -> None:
-        """Rebuild the Detector from a table the worker wrote (empty on a first start). Raises
-        :class:`StateError` when the table was written under another topology, checks or thresholds."""
+        """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
+        first start). Raises :class:`StateError` when the table was written under another topology,
+        checks or thresholds."""
+        table = {
+            name: value
+            for key in sorted(key for key in table if key.startswith(RECORD_PREFIX))
+            for name, value in unpack_entries(table[key]).items()
+        }
         fingerprint = table.get(FINGERPRINT_KEY)
         if fingerprint is not None and fingerprint.decode() != self.detector.fingerprint:
             raise StateError(
@@ -111,12 +133,14 @@ class DetectorService:
         outcome = Outcome(publication=read, raised=delta.raised, cleared=delta.cleared)
         outcome.events = [finding_event(f, "cleared", read) for f in delta.cleared]
         outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
-        outcome.writes = dict(self.detector.changes())
-        if not self.applied and FINGERPRINT_KEY not in outcome.writes:
-            outcome.writes[FINGERPRINT_KEY] = self.detector.fingerprint.encode()
+        entries = dict(self.detector.changes())
+        if not self.applied:
+            entries[FINGERPRINT_KEY] = self.detector.fingerprint.encode()
         if self.detector.dtypes != known:
-            outcome.writes[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
-        outcome.writes[APPLIED_PREFIX + read.batch_id] = dt.datetime.now(dt.UTC).isoformat().encode()
+            entries[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
+        entries[APPLIED_PREFIX + read.batch_id] = dt.datetime.now(dt.UTC).isoformat().encode()
+        # Records are numbered in the order they were folded in (each has one batch id): restore replays them so.
+        outcome.writes = {f"{RECORD_PREFIX}{len(self.applied):012d}": pack_entries(entries)}
         self.applied.add(read.batch_id)
         return outcome
 
