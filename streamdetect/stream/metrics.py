@@ -63,6 +63,11 @@ class WorkerMetrics:
         self.state_bytes = Counter(
             "streamdetect_state_written_bytes", "Bytes of state pieces written to the state table.", registry=r
         )
+        self.state_size = Gauge(
+            "streamdetect_state_bytes",
+            "Size of the worker's state in its table: what it restored plus what it wrote since.",
+            registry=r,
+        )
         self.lag = Gauge(
             "streamdetect_consumer_lag",
             "Records of a view topic's partition not yet read, as of the last record read from it.",
@@ -96,7 +101,9 @@ class WorkerMetrics:
             return
         self.rows.labels(publication.view, publication.op).inc(publication.rows.height)
         self.batch_seconds.observe(seconds)
-        self.state_bytes.inc(sum(len(piece) for piece in outcome.writes.values()))
+        written = sum(len(piece) for piece in outcome.writes.values())
+        self.state_bytes.inc(written)
+        self.state_size.inc(written)
         self.findings(outcome.raised, outcome.cleared, publication.published)
 
     def findings(self, raised: Iterable[Any], cleared: Iterable[Any], published: dt.datetime) -> None:

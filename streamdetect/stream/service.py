@@ -88,11 +88,14 @@ class DetectorService:
         self.max_bytes = max_bytes
         self.applied: set[str] = set()
         self.restored = False
+        #: Bytes of the state entries the table held at the restore.
+        self.state_bytes = 0
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
         first start). Raises :class:`StateError` when the table was written under another topology,
         checks or thresholds."""
+        self.state_bytes = sum(len(value) for key, value in table.items() if key.startswith(RECORD_PREFIX))
         table = {
             name: value
             for key in sorted(key for key in table if key.startswith(RECORD_PREFIX))

@@ -85,6 +85,8 @@ def build_app(
         async for event in stream.events():
             if not service.restored:
                 service.restore({_text(key): value for key, value in state.items()})
+                if metrics is not None:
+                    metrics.state_size.set(service.state_bytes)
             message = event.message
             began = time.perf_counter()
             outcome = service.handle(event.value, list(message.headers or ()), topics.get(message.topic))

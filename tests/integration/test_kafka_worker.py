@@ -114,6 +114,7 @@ def _counts_what_it_read(samples: dict[str, float], views: dict[str, pl.DataFram
 
 
 def _counts_dead_letters_and_replays(samples: dict[str, float]) -> None:
+    assert samples["streamdetect_state_bytes"] > 0  # restored from the changelog by this second worker
     assert samples['streamdetect_dead_letters_total{reason="not_arrow"}'] == 1
     assert samples['streamdetect_dead_letters_total{reason="refused"}'] == 1
     # At least the record sent twice; also those the killed worker had read but not committed.
