@@ -21,6 +21,7 @@ import polars as pl
 import yaml
 
 import streamdetect
+from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import free_port
@@ -74,8 +75,6 @@ def run_stream(
         directory = Path(scratch)
         copy = _fresh_copy(path, directory)
         topology = load_topology(copy)
-        from streamdetect.io.sources import load_views  # noqa: PLC0415
-
         views = load_views(topology)
         rows = sum(frame.height for frame in views.values())
         create_topics(topology, bootstrap)

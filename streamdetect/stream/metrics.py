@@ -127,13 +127,22 @@ class WorkerMetrics:
         start_http_server(port, addr=host, registry=self.registry)
 
 
-def scrape(port: int, host: str = "127.0.0.1") -> dict[str, float]:
-    """A worker's /metrics page as samples: ``name{label="value",...}`` (labels sorted) -> value."""
+def fetch(port: int, host: str = "127.0.0.1") -> str:
+    """A worker's /metrics page, as text."""
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as page:
-        text = page.read().decode()
-    samples: dict[str, float] = {}
+        return str(page.read().decode())
+
+
+def scrape(port: int, host: str = "127.0.0.1") -> dict[str, float]:
+    """A worker's /metrics page as samples (:func:`samples`)."""
+    return samples(fetch(port, host))
+
+
+def samples(text: str) -> dict[str, float]:
+    """A metrics page's samples: ``name{label="value",...}`` (labels sorted) -> value."""
+    found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = ",".join(f'{key}="{value}"' for key, value in sorted(sample.labels.items()))
-            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
-    return samples
+            found[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
+    return found

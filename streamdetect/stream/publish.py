@@ -151,7 +151,6 @@ def publish(
         ),
         bootstrap,
     )
-    assert isinstance(producer, KafkaProducer)
     topics = {view.name: view_topic(topology, view) for view in topology.views}
     sent = Published(records=dict.fromkeys(views, 0), rows=dict.fromkeys(views, 0))
     started = time.monotonic()
@@ -187,10 +186,14 @@ def publish(
 
 
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[bytes]:
-    """Every value of ``topic`` from its beginning to its end as of now, in order within each partition
-    (a consumer outside any group: it commits nothing and moves no one's offsets)."""
+    """Every value of ``topic`` from its beginning to its end as of now (:func:`read_records`)."""
+    return [value for value, _ in read_records(bootstrap, topic, timeout_s)]
+
+
+def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+    """Every record of ``topic`` (value, headers) from its beginning to its end as of now, in order within
+    each partition (a consumer outside any group: it commits nothing and moves no one's offsets)."""
     consumer = _connect(lambda: KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False), bootstrap)
-    assert isinstance(consumer, KafkaConsumer)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not partitions:
@@ -198,13 +201,13 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[byte
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         ends = consumer.end_offsets(partitions)
-        values: list[bytes] = []
+        records: list[tuple[bytes, list[tuple[str, bytes]]]] = []
         deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < ends[tp] for tp in partitions):
             if time.monotonic() > deadline:
                 raise BrokerError(f"reading {topic} from {bootstrap} did not finish within {timeout_s:.0f} s")
-            for records in consumer.poll(timeout_ms=500).values():
-                values.extend(record.value for record in records)
-        return values
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend((record.value, list(record.headers or ())) for record in batch)
+        return records
     finally:
         consumer.close()

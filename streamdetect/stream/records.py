@@ -275,8 +275,10 @@ def _widened(dtype: pl.DataType) -> pl.DataType | None:
         return pl.Int64()
     if dtype.is_float():
         return pl.Float64()
-    if dtype in (pl.String(), pl.Date()) or dtype == pl.Null():
-        return pl.String() if dtype == pl.Null() else dtype
+    if dtype == pl.Null():  # a column of nulls only: text until a value says otherwise
+        return pl.String()
+    if dtype in (pl.String(), pl.Date()):
+        return dtype
     return None
 
 

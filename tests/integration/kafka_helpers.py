@@ -8,16 +8,18 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 from kafka import KafkaProducer
 
+from streamdetect.io.sources import load_views
+from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream import broker
-from streamdetect.stream.metrics import scrape
+from streamdetect.stream.metrics import fetch, samples
+from streamdetect.stream.publish import create_topics
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.topics import view_topic
 
@@ -60,9 +62,9 @@ class Worker:
 
     def metrics(self) -> dict[str, float]:
         """The samples of its /metrics page (the text kept, for a test to look for values in it)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as page:
-            self.scraped = getattr(self, "scraped", "") + page.read().decode()
-        return scrape(self.metrics_port)
+        text = fetch(self.metrics_port)
+        self.scraped = getattr(self, "scraped", "") + text
+        return samples(text)
 
 
 class Feed:
@@ -88,3 +90,16 @@ def until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: f
         assert worker.process.poll() is None, f"the worker exited: {worker.output()[-3000:]}"
         time.sleep(0.5)
     raise AssertionError(f"{what} within {timeout_s:.0f} s; worker output:\n{worker.output()[-3000:]}")
+
+
+def table1_stream(
+    tmp_path: Path, name: str, bootstrap: str, workers: list[Worker]
+) -> tuple[Path, Topology, dict[str, pl.DataFrame], Feed]:
+    """Table 1 under ``name`` with its topics created, a worker reading them (added to ``workers``) and a
+    feed to send its records: the topology file, the topology, its views' rows, the feed."""
+    path = table1_topology(tmp_path, name)
+    topology = load_topology(path)
+    views = load_views(topology)
+    create_topics(topology, bootstrap)
+    workers.append(Worker(path, bootstrap, tmp_path))
+    return path, topology, views, Feed(topology, bootstrap)

@@ -22,6 +22,7 @@ from streamdetect.stream import broker
 from streamdetect.stream.publish import publish
 from streamdetect.stream.records import DeadLetter, Publication, decode_record, encode_publication
 from streamdetect.stream.topics import view_topic
+from tests.integration.kafka_helpers import table1_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,21 +46,11 @@ def _read_all(bootstrap: str, topics: list[str], expected: int) -> list[tuple[st
     return records
 
 
-def _topology_copy(tmp_path: Path, name: str) -> Path:
-    """Table 1's topology under another name (its own topics in the shared broker)."""
-    source = (ROOT / "topologies" / "dou-patients.yaml").read_text()
-    data = ROOT / "topologies" / "data"
-    text = source.replace("name: dou-patients", f"name: {name}").replace("data/dou/", f"{data}/dou/")
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(text)
-    return path
-
-
 @pytest.mark.parametrize("form", ["arrow", "json"])
 def test_views_published_row_by_row_read_back_to_the_findings_of_check(
     kafka_bootstrap: str, tmp_path: Path, form: str
 ) -> None:
-    topology = streamdetect.load_topology(_topology_copy(tmp_path, f"table1-{form}"))
+    topology = streamdetect.load_topology(table1_topology(tmp_path, f"table1-{form}"))
     views = load_views(topology)
     sent = publish(topology, views, kafka_bootstrap, batch_rows=1, form=form)  # type: ignore[arg-type]
     assert sent.rows == {name: frame.height for name, frame in views.items()}
@@ -78,7 +69,7 @@ def test_views_published_row_by_row_read_back_to_the_findings_of_check(
 
 
 def test_poison_records_come_back_as_dead_letters(kafka_bootstrap: str, tmp_path: Path) -> None:
-    topology = streamdetect.load_topology(_topology_copy(tmp_path, "table1-poison"))
+    topology = streamdetect.load_topology(table1_topology(tmp_path, "table1-poison"))
     topic = view_topic(topology, topology.views[0])
     good, headers = encode_publication(
         Publication("v1", "add", "b1", dt.datetime.now(dt.UTC), load_views(topology)["v1"].head(1))
@@ -129,7 +120,7 @@ def test_the_broker_commands_start_once_and_stop(kafka_bootstrap: str) -> None:
 
 
 def test_publishing_without_a_broker_says_how_to_get_one(tmp_path: Path) -> None:
-    topology = _topology_copy(tmp_path, "table1-nobroker")
+    topology = table1_topology(tmp_path, "table1-nobroker")
     done = subprocess.run(
         [
             sys.executable,
@@ -151,7 +142,7 @@ def test_publishing_without_a_broker_says_how_to_get_one(tmp_path: Path) -> None
 
 
 def test_frames_compare_equal_after_a_round_trip_through_kafka(kafka_bootstrap: str, tmp_path: Path) -> None:
-    topology = streamdetect.load_topology(_topology_copy(tmp_path, "table1-types"))
+    topology = streamdetect.load_topology(table1_topology(tmp_path, "table1-types"))
     rows = load_views(topology)["v1"]
     publish(topology, {"v1": rows}, kafka_bootstrap, batch_rows=1000)
     [(_, value, headers)] = _read_all(kafka_bootstrap, [view_topic(topology, topology.views[0])], 1)
@@ -166,7 +157,7 @@ OPTIONS = ("--batch-rows", "2", "--format", "json", "--partitions", "2")
 
 
 def test_the_publish_command_streams_every_view(kafka_bootstrap: str, tmp_path: Path) -> None:
-    path = _topology_copy(tmp_path, "table1-cli")
+    path = table1_topology(tmp_path, "table1-cli")
     done = subprocess.run(
         [sys.executable, "-m", "streamdetect", "publish", str(path), "--bootstrap-servers", kafka_bootstrap, *OPTIONS],
         capture_output=True,

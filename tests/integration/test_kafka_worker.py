@@ -9,16 +9,14 @@ import sys
 from pathlib import Path
 
 import polars as pl
-from kafka import KafkaConsumer
 
 import streamdetect
-from streamdetect.io.sources import load_views
 from streamdetect.model.topology import Topology
-from streamdetect.stream.publish import create_topics, read_topic
+from streamdetect.stream.publish import create_topics, read_records, read_topic
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
-from tests.integration.kafka_helpers import Feed, Worker, table1_topology, until
+from tests.integration.kafka_helpers import Worker, table1_stream, table1_topology, until
 
 
 def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
@@ -28,14 +26,10 @@ def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
 def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_worker(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
-    path = table1_topology(tmp_path, "worker-table1")
-    topology = streamdetect.load_topology(path)
-    views = load_views(topology)
-    create_topics(topology, kafka_bootstrap)
-    feed = Feed(topology, kafka_bootstrap)
-    workers.append(Worker(path, kafka_bootstrap, tmp_path))
-    expected = {f.id for f in streamdetect.check(topology).findings}
-    dan_flu = next(f.id for f in streamdetect.check(topology).findings if f.identifier_value == "Dan")
+    path, topology, views, feed = table1_stream(tmp_path, "worker-table1", kafka_bootstrap, workers)
+    checked = streamdetect.check(topology).findings
+    expected = {f.id for f in checked}
+    dan_flu = next(f.id for f in checked if f.identifier_value == "Dan")
 
     for position in range(views["v1"].height):
         feed.send("v1", views["v1"].slice(position, 1), f"v1-{position}")
@@ -122,13 +116,7 @@ def _counts_dead_letters_and_replays(samples: dict[str, float]) -> None:
 
 
 def _reasons(bootstrap: str, topic: str) -> list[str]:
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None
-    )
-    try:
-        return [dict(message.headers)["streamdetect-reason"].decode() for message in consumer]
-    finally:
-        consumer.close()
+    return [dict(headers)["streamdetect-reason"].decode() for _, headers in read_records(bootstrap, topic)]
 
 
 def test_the_worker_refuses_view_topics_it_cannot_keep_whole(kafka_bootstrap: str, tmp_path: Path) -> None:

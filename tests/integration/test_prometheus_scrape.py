@@ -16,12 +16,11 @@ import pytest
 import yaml
 
 import streamdetect
-from streamdetect.io.sources import load_views
 from streamdetect.stream import broker
-from streamdetect.stream.publish import create_topics, read_topic
+from streamdetect.stream.publish import read_topic
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import findings_topic
-from tests.integration.kafka_helpers import Feed, Worker, table1_topology, until
+from tests.integration.kafka_helpers import Worker, table1_stream, until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus missing: apt install prometheus")
@@ -49,12 +48,7 @@ def _query(port: int, expr: str) -> list[object]:
 def test_prometheus_scrapes_a_worker_and_every_query_returns_a_series(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
-    path = table1_topology(tmp_path, "scraped")
-    topology = streamdetect.load_topology(path)
-    views = load_views(topology)
-    create_topics(topology, kafka_bootstrap)
-    workers.append(Worker(path, kafka_bootstrap, tmp_path))
-    feed = Feed(topology, kafka_bootstrap)
+    _, topology, views, feed = table1_stream(tmp_path, "scraped", kafka_bootstrap, workers)
     for name, frame in views.items():
         for position in range(frame.height):
             feed.send(name, frame.slice(position, 1), f"{name}-{position}")
