@@ -1,9 +1,10 @@
 """``streamdetect bench stream``: a worker's throughput and detection latency through a real broker.
 
 A copy of the topology under a fresh name (so its topics and consumer group are new) is published onto
-the broker while one ``streamdetect worker`` subprocess reads it; the worker's own Prometheus metrics say
-when every row was folded in and how long findings took from publication to the findings topic. At the
-end the open findings of the findings topic are compared with ``check`` on the same rows.
+the broker while one or more ``streamdetect worker`` subprocesses of one group read it; the run ends when
+every row was read and the group committed every record (Kafka's committed offsets), and the workers'
+own Prometheus metrics say how long findings took from publication to the findings topic. At the end
+the open findings of the findings topic are compared with ``check`` on the same rows.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import free_port
 from streamdetect.stream.metrics import scrape
-from streamdetect.stream.publish import create_topics, publish, read_topic
+from streamdetect.stream.publish import committed_lag, create_topics, publish, read_topic
 from streamdetect.stream.service import open_findings
-from streamdetect.stream.topics import findings_topic
+from streamdetect.stream.topics import findings_topic, route_topic, view_topic
+from streamdetect.stream.worker import app_id
 
 
 def _fresh_copy(path: Path, directory: Path) -> Path:
@@ -68,87 +70,111 @@ def run_stream(
     *,
     batch_rows: int = 1000,
     rate: float | None = None,
+    workers: int = 1,
+    partitions: int | None = None,
     timeout_s: float = 1800.0,
 ) -> dict[str, Any]:
-    """Publish the topology's views to a fresh set of topics while one worker reads them; measure."""
+    """Publish the topology's views to a fresh set of topics while ``workers`` workers of one group read
+    them, the work split in ``partitions`` (default: as many as workers; the view topics get as many);
+    measure until the group has committed every record of the view (and route) topics."""
+    partitions = partitions or workers
     with tempfile.TemporaryDirectory(prefix="streamdetect-bench-") as scratch:
         directory = Path(scratch)
         copy = _fresh_copy(path, directory)
         topology = load_topology(copy)
         views = load_views(topology)
-        rows = sum(frame.height for frame in views.values())
-        create_topics(topology, bootstrap)
-        port = free_port()
-        command = [sys.executable, "-m", "streamdetect", "worker", str(copy), "--bootstrap-servers", bootstrap]
-        command += ["--metrics-port", str(port), "--datadir", str(directory / "worker")]
-        with (directory / "worker.log").open("wb") as log:
-            worker = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        create_topics(topology, bootstrap, partitions)
+        started: list[tuple[subprocess.Popen[bytes], int]] = []
         try:
-            return _measure(topology, views, bootstrap, worker, port, rows, batch_rows, rate, timeout_s, directory)
+            for number in range(workers):
+                port = free_port()
+                command = [sys.executable, "-m", "streamdetect", "worker", str(copy), "--bootstrap-servers", bootstrap]
+                command += ["--metrics-port", str(port), "--datadir", str(directory / f"worker-{number}")]
+                command += ["--partitions", str(partitions)]
+                with (directory / f"worker-{number}.log").open("wb") as log:
+                    started.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), port))
+            run = _Run(topology, views, bootstrap, started, directory, time.monotonic() + timeout_s)
+            return run.measure(batch_rows, rate, partitions)
         finally:
-            worker.terminate()
+            for worker, _ in started:
+                worker.terminate()
+            for worker, _ in started:
+                try:
+                    worker.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+
+
+class _Run:
+    """One measurement: the workers started, the topology's rows, the deadline."""
+
+    def __init__(  # noqa: PLR0917 -- private; run_stream passes its context
+        self,
+        topology: Topology,
+        views: Mapping[str, pl.DataFrame],
+        bootstrap: str,
+        workers: list[tuple[subprocess.Popen[bytes], int]],
+        directory: Path,
+        deadline: float,
+    ) -> None:
+        self.topology, self.views, self.bootstrap = topology, views, bootstrap
+        self.workers, self.directory, self.deadline = workers, directory, deadline
+        self.rows = sum(frame.height for frame in views.values())
+
+    def _alive(self, what: str) -> None:
+        for number, (worker, _) in enumerate(self.workers):
+            if worker.poll() is not None or time.monotonic() > self.deadline:
+                log = (self.directory / f"worker-{number}.log").read_text()[-2000:]
+                raise RuntimeError(f"worker {number} {what}: {log}")
+
+    def samples(self) -> dict[str, float]:
+        """Every worker's samples, summed by name (counters and histogram buckets add up)."""
+        total: dict[str, float] = {}
+        for _, port in self.workers:
+            for name, value in scrape(port).items():
+                total[name] = total.get(name, 0.0) + value
+        return total
+
+    def consumed(self) -> float:
+        return sum(v for name, v in self.samples().items() if name.startswith("streamdetect_rows_consumed_total"))
+
+    def measure(self, batch_rows: int, rate: float | None, partitions: int) -> dict[str, Any]:
+        while True:  # the workers serve their metrics once they run
+            self._alive("did not start")
             try:
-                worker.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-
-
-def _measure(  # noqa: PLR0917 -- private helper of run_stream, which passes its context
-    topology: Topology,
-    views: Mapping[str, pl.DataFrame],
-    bootstrap: str,
-    worker: subprocess.Popen[bytes],
-    port: int,
-    rows: int,
-    batch_rows: int,
-    rate: float | None,
-    timeout_s: float,
-    directory: Path,
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-
-    def consumed() -> float:
-        samples = scrape(port)
-        return sum(value for name, value in samples.items() if name.startswith("streamdetect_rows_consumed_total"))
-
-    while True:  # the worker serves its metrics once it runs
-        if worker.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the worker did not start: {(directory / 'worker.log').read_text()[-2000:]}")
-        try:
-            consumed()
-            break
-        except OSError:
-            time.sleep(0.5)
-    began = time.monotonic()
-    publish(topology, views, bootstrap, batch_rows=batch_rows, rate=rate)
-    published_s = time.monotonic() - began
-    first: float | None = None
-    while True:
-        if worker.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the worker stopped early: {(directory / 'worker.log').read_text()[-2000:]}")
-        done = consumed()
-        if first is None and done > 0:
-            first = time.monotonic()
-        if done >= rows:
-            break
-        time.sleep(0.2)
-    ended = time.monotonic()
-    samples = scrape(port)
-    findings = open_findings(read_topic(bootstrap, findings_topic(topology)))
-    expected = {finding.id for finding in streamdetect.check(topology, views).findings}
-    return {
-        "topology": topology.name,
-        "rows": rows,
-        "batch_rows": batch_rows,
-        "rate": rate,
-        "publish_s": published_s,
-        "stream_s": ended - began,
-        "rows_per_second": rows / (ended - began),
-        "detection_latency_s": {
-            "p50": _quantile(samples, "streamdetect_detection_latency_seconds", 0.5),
-            "p99": _quantile(samples, "streamdetect_detection_latency_seconds", 0.99),
-        },
-        "batch_s": {"p99": _quantile(samples, "streamdetect_batch_processing_seconds", 0.99)},
-        "findings": len(findings),
-        "same_as_check": set(findings) == expected,
-    }
+                self.consumed()
+                break
+            except OSError:
+                time.sleep(0.5)
+        topics = [view_topic(self.topology, view) for view in self.topology.views]
+        topics += [route_topic(self.topology)] if partitions > 1 else []
+        began = time.monotonic()
+        publish(self.topology, self.views, self.bootstrap, batch_rows=batch_rows, rate=rate, partitions=partitions)
+        published_s = time.monotonic() - began
+        # Done when every row was read and the group committed every record of its topics (Faust commits
+        # every 2.8 s: the end is known to that precision, for one worker and several alike).
+        while self.consumed() < self.rows or committed_lag(self.bootstrap, app_id(self.topology), topics):
+            self._alive("stopped early")
+            time.sleep(0.2)
+        ended = time.monotonic()
+        samples = self.samples()
+        findings = open_findings(read_topic(self.bootstrap, findings_topic(self.topology)))
+        expected = {finding.id for finding in streamdetect.check(self.topology, self.views).findings}
+        return {
+            "topology": self.topology.name,
+            "rows": self.rows,
+            "workers": len(self.workers),
+            "partitions": partitions,
+            "batch_rows": batch_rows,
+            "rate": rate,
+            "publish_s": published_s,
+            "stream_s": ended - began,
+            "rows_per_second": self.rows / (ended - began),
+            "detection_latency_s": {
+                "p50": _quantile(samples, "streamdetect_detection_latency_seconds", 0.5),
+                "p99": _quantile(samples, "streamdetect_detection_latency_seconds", 0.99),
+            },
+            "batch_s": {"p99": _quantile(samples, "streamdetect_batch_processing_seconds", 0.99)},
+            "findings": len(findings),
+            "same_as_check": set(findings) == expected,
+        }

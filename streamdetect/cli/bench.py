@@ -196,20 +196,33 @@ def incremental_command(
 @BOOTSTRAP
 @click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per record.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Publish at most this many rows per second.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Workers in the group.")
+@click.option(
+    "--partitions", type=click.IntRange(min=1), help="Partitions the work is split in [default: one per worker]."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_cleanly
-def stream_command(topology: Path, bootstrap: str, batch_rows: int, rate: float | None, as_json: bool) -> None:
-    """Publish TOPOLOGY's views through a broker while one worker reads them: rows/s, detection latency."""
+def stream_command(
+    topology: Path,
+    bootstrap: str,
+    batch_rows: int,
+    rate: float | None,
+    workers: int,
+    partitions: int | None,
+    as_json: bool,
+) -> None:
+    """Publish TOPOLOGY's views through a broker while workers read them: rows/s, detection latency."""
     from streamdetect.bench.stream import run_stream  # noqa: PLC0415 (Kafka and Faust load only here)
 
-    outcome = run_stream(topology, bootstrap, batch_rows=batch_rows, rate=rate)
+    outcome = run_stream(topology, bootstrap, batch_rows=batch_rows, rate=rate, workers=workers, partitions=partitions)
     if as_json:
         click.echo(json.dumps(outcome))
         return
     latency = outcome["detection_latency_s"]
     click.echo(
         f"{outcome['rows']:,} rows in {outcome['stream_s']:.1f} s: {outcome['rows_per_second']:,.0f} rows/s "
-        f"through one worker; detection latency p50 <= {latency['p50']} s, p99 <= {latency['p99']} s; "
+        f"through {outcome['workers']} worker(s), {outcome['partitions']} partition(s); "
+        f"detection latency p50 <= {latency['p50']} s, p99 <= {latency['p99']} s; "
         f"{outcome['findings']:,} open findings, {'the same as' if outcome['same_as_check'] else 'NOT the same as'} "
         "check's"
     )

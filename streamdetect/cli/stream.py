@@ -14,6 +14,8 @@ from streamdetect.io.topology_file import load_topology
 
 #: Where clients look for a broker when --bootstrap-servers is not given (then 127.0.0.1:9092).
 BOOTSTRAP_ENV = "STREAMDETECT_BOOTSTRAP_SERVERS"
+#: The worker's --partitions when not given (a deployment sets it once for every worker).
+PARTITIONS_ENV = "STREAMDETECT_PARTITIONS"
 
 BOOTSTRAP = click.option(
     "--bootstrap-servers",
@@ -88,6 +90,14 @@ def publish(
 @click.option(
     "--loglevel", type=click.Choice(["crit", "error", "warn", "info", "debug"]), default="warn", show_default=True
 )
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=lambda: int(os.environ.get(PARTITIONS_ENV) or 1),
+    show_default=f"${PARTITIONS_ENV}, else 1",
+    help="Split the work by identifier value into this many partitions, which the workers of the topology "
+    "share; every worker of a topology takes the same number.",
+)
 @fail_cleanly
 def worker(
     topology: Path,
@@ -98,26 +108,22 @@ def worker(
     metrics_port: int | None,
     metrics_host: str,
     loglevel: str,
+    partitions: int,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
-    from streamdetect.stream.broker import BrokerError  # noqa: PLC0415
     from streamdetect.stream.metrics import WorkerMetrics  # noqa: PLC0415
-    from streamdetect.stream.publish import create_topics, view_partitions  # noqa: PLC0415
+    from streamdetect.stream.publish import prepare_worker_topics  # noqa: PLC0415
     from streamdetect.stream.worker import app_id, build_app, run_worker  # noqa: PLC0415 (Faust loads only here)
 
     model = load_topology(topology)
-    create_topics(model, bootstrap)  # the missing ones, with one partition each
-    wide = {name: count for name, count in view_partitions(model, bootstrap).items() if count > 1}
-    if wide:
-        raise BrokerError(
-            f"this worker keeps the whole state and needs view topics of one partition; {', '.join(sorted(wide))} "
-            "has more (docs/streaming.md, limits of this first worker)"
-        )
+    prepare_worker_topics(model, bootstrap, partitions, app_id(model))
     directory = datadir or cache_dir() / "worker" / app_id(model)
     directory.mkdir(parents=True, exist_ok=True)
     metrics = WorkerMetrics()
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_host)
-    app = build_app(model, bootstrap, datadir=directory, store=store, web_port=web_port, metrics=metrics)
+    app = build_app(
+        model, bootstrap, datadir=directory, partitions=partitions, store=store, web_port=web_port, metrics=metrics
+    )
     run_worker(app, loglevel)

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamdetect.stream.records import Publication
 from streamdetect.stream.service import Outcome
 
 #: Detection latency buckets (seconds): a stream detector answers within a second; the tail shows backlog.
@@ -89,21 +90,31 @@ class WorkerMetrics:
             self.tasks.labels(summary.name, "tasks").set(summary.tasks)
 
     def record(self, outcome: Outcome, seconds: float) -> None:
-        """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`)."""
+        """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`), read and folded
+        in one place (a worker without a route stage)."""
+        if outcome.dead is None:
+            assert outcome.publication is not None
+            self.consumed(outcome.publication)
+        self.folded(outcome, seconds)
+
+    def consumed(self, publication: Publication) -> None:
+        """Count a record read from a view topic."""
+        self.records.labels(publication.view).inc()
+        self.rows.labels(publication.view, publication.op).inc(publication.rows.height)
+
+    def folded(self, outcome: Outcome, seconds: float) -> None:
+        """Count what folding a record (a unit's share of it, with a route stage) led to."""
         if outcome.dead is not None:
             self.dead_letters.labels(outcome.dead.reason).inc()
             return
         publication = outcome.publication
         assert publication is not None
-        self.records.labels(publication.view).inc()
         if outcome.replayed:
             self.replayed.labels(publication.view).inc()
             return
-        self.rows.labels(publication.view, publication.op).inc(publication.rows.height)
         self.batch_seconds.observe(seconds)
         written = sum(len(piece) for piece in outcome.writes.values())
         self.state_bytes.inc(written)
-        self.state_size.inc(written)
         self.findings(outcome.raised, outcome.cleared, publication.published)
 
     def findings(self, raised: Iterable[Any], cleared: Iterable[Any], published: dt.datetime) -> None:

@@ -29,7 +29,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, Format, Publication, encode_publication
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 
 Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
 
@@ -62,7 +62,11 @@ def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> li
 
 def view_partitions(topology: Topology, bootstrap: str) -> dict[str, int]:
     """The number of partitions of each view topic that exists."""
-    names = [view_topic(topology, view) for view in topology.views]
+    return topic_partitions(bootstrap, [view_topic(topology, view) for view in topology.views])
+
+
+def topic_partitions(bootstrap: str, names: list[str]) -> dict[str, int]:
+    """The number of partitions of each of the topics ``names`` that exists."""
     admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-worker"), bootstrap)
     try:
         existing = set(admin.list_topics())
@@ -71,6 +75,51 @@ def view_partitions(topology: Topology, bootstrap: str) -> dict[str, int]:
         return {topic["name"]: len(topic["partitions"]) for topic in described}
     finally:
         admin.close()
+
+
+def prepare_worker_topics(topology: Topology, bootstrap: str, partitions: int, application: str) -> None:
+    """Before a worker starts: create the topics that do not exist (view, findings and dead-letter topics
+    with one partition; the route topic with ``partitions``), and refuse, with
+    :class:`~streamdetect.stream.broker.BrokerError`, what the worker could not run right: view topics of
+    several partitions for a worker of one; a route topic or state changelog of another partition count;
+    the changelog of the other shape (its state would be ignored while the view offsets committed under
+    it stand). ``application``: the Faust application id (changelog topics are ``<id>-<table>-changelog``).
+    Missing view topics get ``partitions`` partitions, so that the workers share the reading too."""
+    create_topics(topology, bootstrap, partitions)
+    route = route_topic(topology)
+    one, many = f"{application}-state-changelog", f"{application}-units-changelog"
+    counts = topic_partitions(bootstrap, [*(view_topic(topology, v) for v in topology.views), route, one, many])
+    other, mine = (many, one) if partitions == 1 else (one, many)
+    if other in counts:
+        raise BrokerError(
+            f"the state of this application was kept by workers of {'more partitions' if partitions == 1 else 'one'}"
+            f" ({other} exists): start the workers as before, or delete the application's topics to start afresh"
+        )
+    if mine in counts and counts[mine] != partitions:
+        raise BrokerError(
+            f"the state of this application is split in {counts[mine]} partitions ({mine}); "
+            f"start the workers with --partitions {counts[mine]}, or delete the application's topics to start afresh"
+        )
+    if partitions == 1:
+        wide = sorted(view_topic(topology, v) for v in topology.views if counts.get(view_topic(topology, v), 1) > 1)
+        if wide:
+            raise BrokerError(
+                f"a worker of one partition keeps the whole state and reads view topics of one partition; "
+                f"{', '.join(wide)} has more: start the workers with --partitions N to share the work "
+                "(docs/streaming.md)"
+            )
+        return
+    if route in counts and counts[route] != partitions:
+        raise BrokerError(f"the route topic {route} has {counts[route]} partitions, not {partitions}")
+    if route not in counts:
+        admin = _connect(
+            lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-worker"), bootstrap
+        )
+        try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another worker created it meanwhile
+                admin.create_topics([NewTopic(route, num_partitions=partitions, replication_factor=1)])
+        finally:
+            admin.close()
 
 
 def _reachable(bootstrap: str) -> bool:
@@ -211,3 +260,20 @@ def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tu
         return records
     finally:
         consumer.close()
+
+
+def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
+    """Records of ``topics`` the consumer group ``group`` has not committed yet: the sum over their
+    partitions of the end offset minus the group's committed offset (the whole partition when it has
+    committed none). Zero once the group has processed and committed everything published so far."""
+    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-lag"), bootstrap)
+    consumer = _connect(lambda: KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False), bootstrap)
+    try:
+        committed = admin.list_group_offsets(group)[group]
+        partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+        ends = consumer.end_offsets(partitions) if partitions else {}
+        done = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+        return sum(max(ends[tp] - done.get(tp, 0), 0) for tp in partitions)
+    finally:
+        consumer.close()
+        admin.close()

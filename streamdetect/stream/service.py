@@ -82,31 +82,45 @@ def finding_event(finding: Any, event: str, publication: Publication) -> tuple[b
 class DetectorService:
     """One worker's Detector and what it has folded in."""
 
-    def __init__(self, topology: Topology, checks: Sequence[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(
+        self,
+        topology: Topology,
+        checks: Sequence[str] | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        *,
+        prefix: str = "",
+        placement: str = "",
+    ):
+        """``prefix``: of the table keys this service writes and restores from (a unit's, when several
+        share one table); ``placement``: how rows were placed in this service's share (the partition
+        count), kept with the fingerprint, as a state built under another placement holds other values."""
         self.topology = topology
         self.detector = Detector(topology, checks)
         self.max_bytes = max_bytes
+        self.prefix = prefix
+        self.fingerprint = f"{self.detector.fingerprint}@{placement}" if placement else self.detector.fingerprint
         self.applied: set[str] = set()
         self.restored = False
-        #: Bytes of the state entries the table held at the restore.
+        #: Bytes of this service's state entries in the table: restored, plus written since.
         self.state_bytes = 0
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
         first start). Raises :class:`StateError` when the table was written under another topology,
         checks or thresholds."""
-        self.state_bytes = sum(len(value) for key, value in table.items() if key.startswith(RECORD_PREFIX))
+        records = self.prefix + RECORD_PREFIX
+        self.state_bytes = sum(len(value) for key, value in table.items() if key.startswith(records))
         table = {
             name: value
-            for key in sorted(key for key in table if key.startswith(RECORD_PREFIX))
+            for key in sorted(key for key in table if key.startswith(records))
             for name, value in unpack_entries(table[key]).items()
         }
         fingerprint = table.get(FINGERPRINT_KEY)
-        if fingerprint is not None and fingerprint.decode() != self.detector.fingerprint:
+        if fingerprint is not None and fingerprint.decode() != self.fingerprint:
             raise StateError(
-                "the worker's state topic was written under another topology, other checks or thresholds "
-                f"(fingerprint {fingerprint.decode()!r}, expected {self.detector.fingerprint!r}): give this "
-                "topology another name, or delete the application's changelog topics to start afresh"
+                "the worker's state topic was written under another topology, other checks, thresholds or "
+                f"partition count (fingerprint {fingerprint.decode()!r}, expected {self.fingerprint!r}): give "
+                "this topology another name, or delete the application's changelog topics to start afresh"
             )
         pieces = {key: value for key, value in table.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
         self.detector.apply_changes(pieces)
@@ -124,9 +138,21 @@ class DetectorService:
         read = decode_record(self.topology, value, headers, view=view, max_bytes=self.max_bytes)
         if isinstance(read, DeadLetter):
             return Outcome(dead=read)
+        return self.fold(read)
+
+    def refusal(self, read: Publication) -> DeadLetter | None:
+        """Why the Detector would refuse the publication (changes nothing), or None."""
+        try:
+            self.detector.validate(_batch(read))
+        except StreamdetectError as refused:
+            return DeadLetter("refused", _refusal(str(refused)))
+        return None
+
+    def fold(self, read: Publication) -> Outcome:
+        """Fold a publication already read in (:meth:`handle` without the reading)."""
         if read.batch_id in self.applied:
             return Outcome(replayed=True, publication=read)
-        batch = Batch(retracted={read.view: read.rows}) if read.op == "retract" else Batch(views={read.view: read.rows})
+        batch = _batch(read)
         known = dict(self.detector.dtypes)
         try:
             delta = self.detector.update(batch)
@@ -138,14 +164,19 @@ class DetectorService:
         outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
         entries = dict(self.detector.changes())
         if not self.applied:
-            entries[FINGERPRINT_KEY] = self.detector.fingerprint.encode()
+            entries[FINGERPRINT_KEY] = self.fingerprint.encode()
         if self.detector.dtypes != known:
             entries[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
         entries[APPLIED_PREFIX + read.batch_id] = dt.datetime.now(dt.UTC).isoformat().encode()
         # Records are numbered in the order they were folded in (each has one batch id): restore replays them so.
-        outcome.writes = {f"{RECORD_PREFIX}{len(self.applied):012d}": pack_entries(entries)}
+        outcome.writes = {f"{self.prefix}{RECORD_PREFIX}{len(self.applied):012d}": pack_entries(entries)}
+        self.state_bytes += sum(len(piece) for piece in outcome.writes.values())
         self.applied.add(read.batch_id)
         return outcome
+
+
+def _batch(read: Publication) -> Batch:
+    return Batch(retracted={read.view: read.rows}) if read.op == "retract" else Batch(views={read.view: read.rows})
 
 
 def _refusal(message: str) -> str:

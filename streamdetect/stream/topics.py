@@ -27,3 +27,8 @@ def findings_topic(topology: Topology) -> str:
 def dead_letter_topic(topology: Topology) -> str:
     """Where records that cannot be read go, with the reason: ``streamdetect.<topology>.dead-letters``."""
     return f"{_prefix(topology)}.dead-letters"
+
+
+def route_topic(topology: Topology) -> str:
+    """Where a worker that shares its work sends each unit's rows: ``streamdetect.<topology>.route``."""
+    return f"{_prefix(topology)}.route"

@@ -1,21 +1,32 @@
 """The Faust worker: view topics in, findings and dead letters out, the Detector's state in a Faust table.
 
-One agent reads every view topic of the topology. Each record goes through
-:class:`~streamdetect.stream.service.DetectorService`: a dead letter is produced to the dead-letter topic
-(the record's value and headers, with the reason and detail as headers); a publication is folded into the
-Detector, its raised and cleared findings go to the findings topic keyed by finding id, and the state
-pieces it wrote go to the table ``state``, whose changelog topic restores a replacement worker. A
-replayed record (same batch id) changes nothing.
+Every record goes through :class:`~streamdetect.stream.service.DetectorService`: a dead letter is produced
+to the dead-letter topic (the record's value and headers, with the reason and detail as headers); a
+publication is folded into the Detector, its raised and cleared findings go to the findings topic keyed
+by finding id, and the state pieces it wrote go to a table whose changelog topic restores a replacement
+worker. A replayed record (same batch id) changes nothing.
 
-This first worker keeps the whole state in one place: the view topics must have one partition each and
-one worker runs per application (the Faust table is partitioned by the partition of the record being
-processed). Sharing the work between workers needs the rows of views holding an identifier routed by its
-value and the other views broadcast (docs/design.md, co-partitioning); that is the next step of issue 8.
+Two shapes, by the number of partitions the work is split into (``--partitions``):
+
+* **1** (the default): one agent reads every view topic and folds each record into one Detector, whose
+  state is the table ``state``. The view topics must have one partition: one worker holds it all.
+* **P > 1**: the work is split into units, one per identifier and value bucket
+  (:mod:`streamdetect.partitioning`), spread over the P partitions of the route topic. Agent
+  ``split_records`` reads the view topics (any partition count), dead-letters what cannot be read and
+  forwards each record to every partition holding a unit (:class:`~streamdetect.stream.routing.Router`);
+  agent ``detect`` reads the route topic and folds each record into the units of its partition, each its
+  share of the rows (:class:`~streamdetect.stream.routing.Units`), their state in the table ``units``,
+  co-partitioned with the route topic (Faust writes a table entry to the partition of the record being
+  processed). Kafka's consumer group shares the partitions of both topics among the workers of the
+  application; a worker that gets a route partition rebuilds its units from the table's changelog, one
+  that loses it forgets them. This is Faust's repartitioning (a topic between two agents, as
+  ``group_by`` makes), with the partitions chosen by the plan rather than by Kafka's hash of a key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -25,14 +36,18 @@ from typing import Any
 
 import faust
 
+from streamdetect.detector import Detector
 from streamdetect.model.topology import Topology
+from streamdetect.partitioning import Plan, plan
 from streamdetect.stream.metrics import WorkerMetrics
-from streamdetect.stream.records import DEFAULT_MAX_BYTES
-from streamdetect.stream.service import DetectorService
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, view_topic
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
+from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.service import DetectorService, Outcome
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 
 log = logging.getLogger(__name__)
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
+_RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 
 def app_id(topology: Topology) -> str:
@@ -40,11 +55,62 @@ def app_id(topology: Topology) -> str:
     return f"streamdetect-{_ILLEGAL.sub('_', topology.name)}"
 
 
+def state_table(partitions: int) -> str:
+    """The name of the worker's state table: ``state`` with one partition, ``units`` with more (another
+    changelog topic, as its keys differ)."""
+    return "state" if partitions == 1 else "units"
+
+
+class _Outputs:
+    """What both shapes write: dead letters, finding events, state entries, and the metrics."""
+
+    def __init__(self, app: faust.App, topology: Topology, table: Any, metrics: WorkerMetrics | None) -> None:
+        self.app = app
+        self.findings = app.topic(findings_topic(topology), **_RAW)
+        self.dead_letters = app.topic(dead_letter_topic(topology), **_RAW)
+        self.table = table
+        self.metrics = metrics
+
+    async def dead_letter(self, event: faust.EventT[bytes], letter: DeadLetter) -> None:
+        message = event.message
+        headers = [
+            *(message.headers or ()),
+            ("streamdetect-reason", letter.reason.encode()),
+            ("streamdetect-detail", letter.detail.encode()),
+            ("streamdetect-topic", message.topic.encode()),
+        ]
+        await self.dead_letters.send(value=event.value, headers=headers)
+        log.warning("dead letter from %s: %s", message.topic, letter.reason)
+
+    async def deliver(self, outcome: Outcome, topic: str) -> None:
+        # Finding events are delivered before the state (with the batch id that marks the record done)
+        # is written: a worker killed in between sees the record again and sends the events again
+        # (consumers fold them idempotently); the other order could lose them for good.
+        sent = [await self.findings.send(key=finding_id, value=body) for finding_id, body in outcome.events]
+        if sent:
+            await asyncio.gather(*sent)
+        for name, piece in outcome.writes.items():
+            self.table[name.encode()] = piece
+        if outcome.events:
+            log.info("%d finding event(s) from %s", len(outcome.events), topic)
+
+    def lag(self, message: Any) -> None:
+        if self.metrics is not None:
+            # The highwater is the offset the next record will take: what is left after this one.
+            left = self.app.consumer.highwater(message.tp) - message.offset - 1
+            self.metrics.lag.labels(message.topic, str(message.partition)).set(max(left, 0))
+
+    def entries(self, prefix: str = "") -> dict[str, bytes]:
+        """The table's entries whose keys start with ``prefix``, keys as text."""
+        return {name: value for key, value in self.table.items() if (name := _text(key)).startswith(prefix)}
+
+
 def build_app(
     topology: Topology,
     bootstrap: str,
     *,
     datadir: Path,
+    partitions: int = 1,
     checks: Sequence[str] | None = None,
     store: str = "memory://",
     web_port: int | None = None,
@@ -52,9 +118,9 @@ def build_app(
     metrics: WorkerMetrics | None = None,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
-    separated). Its web server (Faust's, for its own health pages) binds 127.0.0.1 only, and only when
-    ``web_port`` is given: two workers on one host would otherwise both take port 6066. ``metrics``
-    counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`)."""
+    separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
+    only, and only when ``web_port`` is given: two workers on one host would otherwise both take port
+    6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`)."""
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
         app_id(topology),
@@ -64,59 +130,100 @@ def build_app(
         web_enabled=web_port is not None,
         web_host="127.0.0.1",
         web_port=web_port or 6066,
-        topic_partitions=1,
+        topic_partitions=partitions,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
         consumer_max_fetch_size=max(max_bytes + 64 * 1024, 4_194_304),
     )
-    topics = {view_topic(topology, view): view.name for view in topology.views}
-    source = app.topic(*topics, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
-    findings = app.topic(findings_topic(topology), key_serializer="raw", value_serializer="raw")
-    dead_letters = app.topic(dead_letter_topic(topology), key_serializer="raw", value_serializer="raw")
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
-    state: Any = app.Table("state", default=None, partitions=1, key_type=bytes, value_type=bytes)
-    service = DetectorService(topology, checks, max_bytes)
+    table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
+    out = _Outputs(app, topology, table, metrics)
     if metrics is not None:
-        metrics.examined(service.detector.summaries({}))
+        metrics.examined(Detector(topology, checks).summaries({}))
+    if partitions == 1:
+        _one_stage(app, topology, out, DetectorService(topology, checks, max_bytes))
+    else:
+        _two_stages(app, topology, out, plan(topology, partitions, checks), max_bytes)
+    return app
 
-    @app.agent(source, concurrency=1)
+
+def _one_stage(app: faust.App, topology: Topology, out: _Outputs, service: DetectorService) -> None:
+    topics = {view_topic(topology, view): view.name for view in topology.views}
+    metrics = out.metrics
+
+    @app.agent(app.topic(*topics, **_RAW), concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             if not service.restored:
-                service.restore({_text(key): value for key, value in state.items()})
-                if metrics is not None:
-                    metrics.state_size.set(service.state_bytes)
+                service.restore(out.entries())
             message = event.message
             began = time.perf_counter()
             outcome = service.handle(event.value, list(message.headers or ()), topics.get(message.topic))
             if metrics is not None:
                 metrics.record(outcome, time.perf_counter() - began)
-                # The highwater is the offset the next record will take: what is left after this one.
-                left = app.consumer.highwater(message.tp) - message.offset - 1
-                metrics.lag.labels(message.topic, str(message.partition)).set(max(left, 0))
+                metrics.state_size.set(service.state_bytes)
+            out.lag(message)
             if outcome.dead is not None:
-                headers = [
-                    *(message.headers or ()),
-                    ("streamdetect-reason", outcome.dead.reason.encode()),
-                    ("streamdetect-detail", outcome.dead.detail.encode()),
-                    ("streamdetect-topic", message.topic.encode()),
-                ]
-                await dead_letters.send(value=event.value, headers=headers)
-                log.warning("dead letter from %s: %s", message.topic, outcome.dead.reason)
+                await out.dead_letter(event, outcome.dead)
                 continue
-            # Finding events are delivered before the state (with the batch id that marks the record
-            # done) is written: a worker killed in between sees the record again and sends the events
-            # again (consumers fold them idempotently); the other order could lose them for good.
-            sent = [await findings.send(key=finding_id, value=body) for finding_id, body in outcome.events]
+            await out.deliver(outcome, message.topic)
+
+
+def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, max_bytes: int) -> None:
+    topics = {view_topic(topology, view): view.name for view in topology.views}
+    route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
+    router = Router(split, max_bytes)
+    units = Units(split, out.entries)
+    metrics = out.metrics
+
+    @app.agent(app.topic(*topics, **_RAW), concurrency=1)
+    async def split_records(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            message = event.message
+            routed = router.handle(event.value, list(message.headers or ()), topics.get(message.topic))
+            out.lag(message)
+            if routed.dead is not None:
+                if metrics is not None:
+                    metrics.folded(Outcome(dead=routed.dead), 0.0)
+                await out.dead_letter(event, routed.dead)
+                continue
+            if metrics is not None and routed.publication is not None:
+                metrics.consumed(routed.publication)
+            # Delivered before this record's offset is committed (once the next one is taken).
+            sent = [
+                await route.send(key=message.key, value=body, headers=headers, partition=partition)
+                for partition, body, headers in routed.records
+            ]
             if sent:
                 await asyncio.gather(*sent)
-            for name, piece in outcome.writes.items():
-                state[name.encode()] = piece
-            if outcome.events:
-                log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
-    return app
+    @app.agent(route, concurrency=1)
+    async def detect(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            message = event.message
+            began = time.perf_counter()
+            outcome = units.handle(event.value, list(message.headers or ()), message.partition)
+            if metrics is not None:
+                metrics.folded(outcome, time.perf_counter() - began)
+                metrics.state_size.set(units.state_bytes)
+            out.lag(message)
+            if outcome.dead is not None:
+                await out.dead_letter(event, outcome.dead)
+                continue
+            await out.deliver(outcome, message.topic)
+
+    async def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        """The route partitions taken away: their units go (another worker has them now)."""
+        del sender, signal, kwargs
+        revoked: set[Any] = args[0]
+        units.revoke(tp.partition for tp in revoked if tp.topic == route.get_topic_name())
+        if metrics is not None:
+            for tp in revoked:  # another worker reports their lag now
+                with contextlib.suppress(KeyError):
+                    metrics.lag.remove(tp.topic, str(tp.partition))
+
+    app.on_partitions_revoked.connect(forget)
 
 
 def _text(key: object) -> str:

@@ -1,0 +1,127 @@
+"""The two stages of a worker that shares its work: route each view record to the partitions whose units
+need it, then fold it into each unit's Detector (issue 8; the split: streamdetect/partitioning.py).
+
+Stage one (:class:`Router`) reads a view record as the single worker does (a record that cannot be read
+is a dead letter there, once) and forwards it as it came to every partition of the route topic that
+holds a unit. Stage two (:class:`Units`) keeps one :class:`~streamdetect.stream.service.DetectorService`
+per unit of the partitions this worker holds, built from the state table at a partition's first record
+and dropped when Kafka takes the partition away (another worker goes on from the table's changelog);
+each unit folds its share of the rows (a value bucket's, or all). A replayed view record is routed again
+with its batch id, and each unit skips a batch it has folded in, so replays stay harmless.
+
+No Kafka or Faust here: the worker (:mod:`streamdetect.stream.worker`) moves the bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from streamdetect.partitioning import Plan, Unit
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, HEADER_VIEW, DeadLetter, Headers, Publication, decode_record
+from streamdetect.stream.service import DetectorService, Outcome
+
+#: A routed record is a view record stage one has read: no reason to refuse it for its size again.
+_ROUTED_MAX_BYTES = 1 << 40
+
+
+@dataclass
+class Routed:
+    """What stage one made of a record: a dead letter, or the publication and its routed records
+    (partition of the route topic, value, headers)."""
+
+    publication: Publication | None = None
+    dead: DeadLetter | None = None
+    records: list[tuple[int, bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
+
+
+class Router:
+    """Stage one: read a view record and send it to every partition that holds a unit (stateless)."""
+
+    def __init__(self, plan: Plan, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.plan = plan
+        self.max_bytes = max_bytes
+        self.partitions = sorted({plan.partition_of(unit) for unit in plan.units()})
+
+    def handle(self, value: bytes | None, headers: Headers, view: str | None) -> Routed:
+        """The record's routed records: its value and headers as they came (the view named in a header,
+        as the route topic does not tell it), once per partition holding a unit. O(size of the record)."""
+        read = decode_record(self.plan.topology, value, headers, view=view, max_bytes=self.max_bytes)
+        if isinstance(read, DeadLetter):
+            return Routed(dead=read)
+        assert value is not None  # a record without a value is a dead letter
+        named = [(key, raw) for key, raw in headers or () if key != HEADER_VIEW]
+        named.append((HEADER_VIEW, read.view.encode()))
+        return Routed(publication=read, records=[(partition, value, named) for partition in self.partitions])
+
+
+class Units:
+    """Stage two: the Detectors of the units in the partitions this worker holds.
+
+    ``entries(prefix)`` returns the state table's entries whose keys start with ``prefix`` (what a
+    unit's service wrote, possibly on another worker); a unit's service is rebuilt from them at its
+    partition's first record."""
+
+    def __init__(self, plan: Plan, entries: Callable[[str], Mapping[str, bytes]]) -> None:
+        self.plan = plan
+        self.entries = entries
+        self.services: dict[Unit, DetectorService] = {}
+
+    def service(self, unit: Unit) -> DetectorService:
+        """The unit's service, restored from the table when this worker has not built it since it got
+        the unit's partition."""
+        found = self.services.get(unit)
+        if found is None:
+            topology, checks = self.plan.topology_of(unit)
+            found = DetectorService(
+                topology,
+                checks,
+                prefix=f"{unit.name}/",
+                placement=f"partitions={self.plan.partitions}",
+            )
+            found.restore(self.entries(found.prefix))
+            self.services[unit] = found
+        return found
+
+    def handle(self, value: bytes | None, headers: Headers, partition: int) -> Outcome:
+        """Fold one routed record into the units of its partition, each its share of the rows: all or
+        none (a batch one unit refuses is a dead letter and changes no unit). The outcome merges the
+        units': their writes and events; replayed when every unit had folded the batch in."""
+        read = decode_record(self.plan.topology, value, headers, max_bytes=_ROUTED_MAX_BYTES)
+        if isinstance(read, DeadLetter):
+            return Outcome(dead=read)
+        shares: list[tuple[DetectorService, Publication]] = []
+        for unit in self.plan.units_in(partition):
+            service = self.service(unit)
+            rows = self.plan.rows_for(unit, read.view, read.rows)
+            if rows.height and read.batch_id not in service.applied:
+                shares.append((service, dataclasses.replace(read, rows=rows)))
+        if not shares:
+            return Outcome(replayed=True, publication=read)
+        if len(shares) > 1:  # atomic across units: none folds it if one would refuse it
+            for service, share in shares:
+                refused = service.refusal(share)
+                if refused is not None:
+                    return Outcome(dead=refused)
+        merged = Outcome(publication=read)
+        for service, share in shares:
+            outcome = service.fold(share)
+            if outcome.dead is not None:
+                return outcome  # one unit only (checked above otherwise): nothing folded
+            merged.writes.update(outcome.writes)
+            merged.events += outcome.events
+            merged.raised += outcome.raised
+            merged.cleared += outcome.cleared
+        return merged
+
+    def revoke(self, partitions: Iterable[int]) -> None:
+        """Forget the units of partitions taken away: another worker goes on with them."""
+        gone = set(partitions)
+        for unit in [unit for unit in self.services if self.plan.partition_of(unit) in gone]:
+            del self.services[unit]
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of state held by the units built, as restored plus written since."""
+        return sum(service.state_bytes for service in self.services.values())

@@ -1,0 +1,103 @@
+"""The two stages of a worker that shares its work, without Kafka: routing, units, handover, refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import streamdetect
+from streamdetect.errors import StateError
+from streamdetect.io.sources import load_views
+from streamdetect.partitioning import plan
+from streamdetect.stream.records import HEADER_VIEW, Publication, encode_publication
+from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.service import open_findings
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEN = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
+
+
+def _record(view: str, rows: pl.DataFrame, batch: str, op: str = "add") -> tuple[bytes, list[tuple[str, bytes]]]:
+    return encode_publication(Publication(view, op, batch, WHEN, rows))  # type: ignore[arg-type]
+
+
+class _Group:
+    """Workers of one group, each holding some partitions; the table is shared, as its changelog is."""
+
+    def __init__(self, partitions: int, path: Path = ROOT / "topologies" / "dou-patients.yaml") -> None:
+        self.topology = streamdetect.load_topology(path)
+        self.plan = plan(self.topology, partitions)
+        self.table: dict[str, bytes] = {}
+        self.events: list[bytes] = []
+        self.router = Router(self.plan)
+        self.units = Units(self.plan, lambda prefix: {k: v for k, v in self.table.items() if k.startswith(prefix)})
+
+    def send(self, view: str, rows: pl.DataFrame, batch: str, op: str = "add") -> list[str]:
+        """Route a record and fold it; the dead-letter reasons."""
+        value, headers = _record(view, rows, batch, op)
+        routed = self.router.handle(value, [h for h in headers if h[0] != HEADER_VIEW], view)  # topic tells
+        if routed.dead is not None:
+            return [routed.dead.reason]
+        reasons = []
+        for partition, body, named in routed.records:
+            outcome = self.units.handle(body, named, partition)
+            if outcome.dead is not None:
+                reasons.append(outcome.dead.reason)
+                continue
+            self.table.update(outcome.writes)
+            self.events += [event for _, event in outcome.events]
+        return reasons
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_table1_row_by_row_through_two_stages_gives_the_findings_of_check(partitions: int) -> None:
+    group = _Group(partitions)
+    views = load_views(group.topology)
+    for name, frame in views.items():
+        for position in range(frame.height):
+            assert group.send(name, frame.slice(position, 1), f"{name}-{position}") == []
+    expected = {f.id for f in streamdetect.check(group.topology).findings}
+    assert set(open_findings(group.events)) == expected
+    assert {unit.name for unit in group.units.services} == {unit.name for unit in group.plan.units()}
+
+    # Kafka moves partition 0 to another worker and back: its units are rebuilt from the table.
+    group.units.revoke([0])
+    assert all(group.plan.partition_of(unit) != 0 for unit in group.units.services)
+    position = views["v2"].get_column("Name").to_list().index("Dan")
+    dan = views["v2"].slice(position, 1)
+    assert group.send("v2", dan, f"v2-{position}") == []  # a replay: changes nothing
+    assert set(open_findings(group.events)) == expected
+    assert group.send("v2", dan, "withdraw-dan", op="retract") == []
+    assert len(set(open_findings(group.events))) == len(expected) - 1
+
+
+def test_a_refused_batch_changes_no_unit() -> None:
+    group = _Group(3)  # buckets: SSN's two buckets differ on v1, Name's units see v1 whole
+    views = load_views(group.topology)
+    assert group.send("v1", views["v1"], "v1-all") == []
+    before = dict(group.table)
+    withdrawn = pl.concat([views["v1"].head(1), views["v1"].head(1)])  # one occurrence published, two withdrawn
+    reasons = group.send("v1", withdrawn, "too-many", op="retract")
+    assert set(reasons) == {"refused"}
+    assert group.table == before
+    assert group.send("v1", views["v1"].head(1), "one", op="retract") == []  # the units agree it is there
+
+
+def test_unreadable_records_are_dead_letters_of_the_router_once() -> None:
+    group = _Group(2)
+    _, headers = _record("v1", pl.DataFrame(), "x")
+    assert group.router.handle(b"not arrow", headers, None).dead is not None
+    assert group.router.handle(b"not arrow", headers, None).records == []
+
+
+def test_a_table_written_under_another_partition_count_is_refused() -> None:
+    two = _Group(2)
+    views = load_views(two.topology)
+    assert two.send("v1", views["v1"], "v1-all") == []
+    four = _Group(4)  # four partitions: two buckets per identifier, and another placement
+    four.table = dict(two.table)
+    with pytest.raises(StateError, match="partition count"):
+        four.units.service(four.plan.units()[0])
