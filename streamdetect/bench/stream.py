@@ -27,7 +27,7 @@ from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import free_port
 from streamdetect.stream.metrics import scrape
-from streamdetect.stream.publish import committed_lag, create_topics, publish, read_topic
+from streamdetect.stream.publish import committed_lag, create_topics, group_ready, publish, read_topic
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import findings_topic, route_topic, view_topic
 from streamdetect.stream.worker import app_id
@@ -90,7 +90,7 @@ def run_stream(
                 port = free_port()
                 command = [sys.executable, "-m", "streamdetect", "worker", str(copy), "--bootstrap-servers", bootstrap]
                 command += ["--metrics-port", str(port), "--datadir", str(directory / f"worker-{number}")]
-                command += ["--partitions", str(partitions)]
+                command += ["--partitions", str(partitions), "--loglevel", "info"]
                 with (directory / f"worker-{number}.log").open("wb") as log:
                     started.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), port))
             run = _Run(topology, views, bootstrap, started, directory, time.monotonic() + timeout_s)
@@ -139,13 +139,11 @@ class _Run:
         return sum(v for name, v in self.samples().items() if name.startswith("streamdetect_rows_consumed_total"))
 
     def measure(self, batch_rows: int, rate: float | None, partitions: int) -> dict[str, Any]:
-        while True:  # the workers serve their metrics once they run
+        # Publishing starts once every worker has joined the group and has partitions (a rebalance while
+        # rows arrive would be measured as latency; bench the steady state).
+        while not group_ready(self.bootstrap, app_id(self.topology), len(self.workers)):
             self._alive("did not start")
-            try:
-                self.consumed()
-                break
-            except OSError:
-                time.sleep(0.5)
+            time.sleep(0.5)
         topics = [view_topic(self.topology, view) for view in self.topology.views]
         topics += [route_topic(self.topology)] if partitions > 1 else []
         began = time.monotonic()

@@ -98,6 +98,13 @@ def publish(
     help="Split the work by identifier value into this many partitions, which the workers of the topology "
     "share; every worker of a topology takes the same number.",
 )
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=6, max=300),
+    default=30.0,
+    show_default=True,
+    help="Seconds the group waits for a silent worker before giving its partitions to the others.",
+)
 @fail_cleanly
 def worker(
     topology: Path,
@@ -109,6 +116,7 @@ def worker(
     metrics_host: str,
     loglevel: str,
     partitions: int,
+    session_timeout: float,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
@@ -124,6 +132,13 @@ def worker(
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_host)
     app = build_app(
-        model, bootstrap, datadir=directory, partitions=partitions, store=store, web_port=web_port, metrics=metrics
+        model,
+        bootstrap,
+        datadir=directory,
+        partitions=partitions,
+        store=store,
+        web_port=web_port,
+        metrics=metrics,
+        session_timeout_s=session_timeout,
     )
     run_worker(app, loglevel)

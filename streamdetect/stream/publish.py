@@ -277,3 +277,17 @@ def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     finally:
         consumer.close()
         admin.close()
+
+
+def group_ready(bootstrap: str, group: str, members: int) -> bool:
+    """Whether the consumer group ``group`` is stable with ``members`` members that have received their
+    assignments (the workers of a group have joined and shared the topics out)."""
+    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-lag"), bootstrap)
+    try:
+        described = admin.describe_groups([group]).get(group) or {}
+    except KafkaError:  # no coordinator yet (a fresh broker creates its offsets topic on first use)
+        return False
+    finally:
+        admin.close()
+    joined = [member for member in described.get("members") or () if member.get("member_assignment")]
+    return described.get("group_state") == "Stable" and len(joined) == members

@@ -82,17 +82,30 @@ class _Outputs:
         await self.dead_letters.send(value=event.value, headers=headers)
         log.warning("dead letter from %s: %s", message.topic, letter.reason)
 
-    async def deliver(self, outcome: Outcome, topic: str) -> None:
-        # Finding events are delivered before the state (with the batch id that marks the record done)
-        # is written: a worker killed in between sees the record again and sends the events again
-        # (consumers fold them idempotently); the other order could lose them for good.
-        sent = [await self.findings.send(key=finding_id, value=body) for finding_id, body in outcome.events]
-        if sent:
-            await asyncio.gather(*sent)
+    async def deliver(self, outcome: Outcome, message: Any) -> None:
+        """Send the record's finding events, then its state entries; return once the broker has both.
+
+        Events go first: a worker killed in between sees the record again and sends the events again
+        (consumers fold them idempotently); the other order could mark the record done with its events
+        never sent. The state entries are produced to the table's changelog (in the partition of the
+        record, as Faust's own table writes go) and awaited, then kept in the table's local store:
+        Faust's table writes are buffered, and its flush before an offset commit gives up after 0.1 s,
+        so under load it committed offsets of records whose state was not yet on the broker, and a
+        worker killed then lost them (measured: the two-worker test's open set differed from check's)."""
+        events = [await self.findings.send(key=finding_id, value=body) for finding_id, body in outcome.events]
+        if events:
+            await asyncio.gather(*events)
+        changelog = self.table.changelog_topic
+        state = [
+            await changelog.send(key=name.encode(), value=piece, partition=message.partition)
+            for name, piece in outcome.writes.items()
+        ]
+        if state:
+            await asyncio.gather(*state)
         for name, piece in outcome.writes.items():
-            self.table[name.encode()] = piece
+            self.table.data[name.encode()] = piece
         if outcome.events:
-            log.info("%d finding event(s) from %s", len(outcome.events), topic)
+            log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
     def lag(self, message: Any) -> None:
         if self.metrics is not None:
@@ -116,11 +129,14 @@ def build_app(
     web_port: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     metrics: WorkerMetrics | None = None,
+    session_timeout_s: float = 30.0,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
     only, and only when ``web_port`` is given: two workers on one host would otherwise both take port
-    6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`)."""
+    6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`).
+    ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
+    others (a killed worker's partitions wait that long)."""
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
         app_id(topology),
@@ -132,6 +148,13 @@ def build_app(
         web_port=web_port or 6066,
         topic_partitions=partitions,
         consumer_auto_offset_reset="earliest",
+        # No standby copies of the state: measured here, a standby's changelog records could stall Faust's
+        # fetcher after a rebalance for good (both workers idle, lag frozen; as robinhood/faust#583
+        # describes). A worker taking a partition over reads its changelog from the start instead, as the
+        # memory store does after any restart.
+        table_standby_replicas=0,
+        broker_session_timeout=session_timeout_s,
+        broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
         producer_acks=-1,
         producer_max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
         consumer_max_fetch_size=max(max_bytes + 64 * 1024, 4_194_304),
@@ -167,7 +190,7 @@ def _one_stage(app: faust.App, topology: Topology, out: _Outputs, service: Detec
             if outcome.dead is not None:
                 await out.dead_letter(event, outcome.dead)
                 continue
-            await out.deliver(outcome, message.topic)
+            await out.deliver(outcome, message)
 
 
 def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, max_bytes: int) -> None:
@@ -211,13 +234,15 @@ def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, 
             if outcome.dead is not None:
                 await out.dead_letter(event, outcome.dead)
                 continue
-            await out.deliver(outcome, message.topic)
+            await out.deliver(outcome, message)
 
     async def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """The route partitions taken away: their units go (another worker has them now)."""
         del sender, signal, kwargs
         revoked: set[Any] = args[0]
-        units.revoke(tp.partition for tp in revoked if tp.topic == route.get_topic_name())
+        gone = sorted(tp.partition for tp in revoked if tp.topic == route.get_topic_name())
+        units.revoke(gone)
+        log.info("route partitions %s revoked: their units will be rebuilt from the table", gone)
         if metrics is not None:
             for tp in revoked:  # another worker reports their lag now
                 with contextlib.suppress(KeyError):

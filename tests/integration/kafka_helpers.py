@@ -43,7 +43,7 @@ class Worker:
         self.metrics_port = broker.free_port()
         command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", bootstrap]
         command += ["--datadir", str(home / name), "--loglevel", "info", "--metrics-port", str(self.metrics_port)]
-        command += ["--partitions", str(partitions)]
+        command += ["--partitions", str(partitions), "--session-timeout", "10"]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
 
