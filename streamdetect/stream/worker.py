@@ -107,6 +107,14 @@ class _Outputs:
         if outcome.events:
             log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
+    async def settle(self, event: faust.EventT[bytes], outcome: Outcome) -> None:
+        """What a folded record leads to: its lag noted, then a dead letter or its events and state."""
+        self.lag(event.message)
+        if outcome.dead is not None:
+            await self.dead_letter(event, outcome.dead)
+        else:
+            await self.deliver(outcome, event.message)
+
     def lag(self, message: Any) -> None:
         if self.metrics is not None:
             # The highwater is the offset the next record will take: what is left after this one.
@@ -186,11 +194,7 @@ def _one_stage(app: faust.App, topology: Topology, out: _Outputs, service: Detec
             if metrics is not None:
                 metrics.record(outcome, time.perf_counter() - began)
                 metrics.state_size.set(service.state_bytes)
-            out.lag(message)
-            if outcome.dead is not None:
-                await out.dead_letter(event, outcome.dead)
-                continue
-            await out.deliver(outcome, message)
+            await out.settle(event, outcome)
 
 
 def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, max_bytes: int) -> None:
@@ -230,11 +234,7 @@ def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, 
             if metrics is not None:
                 metrics.folded(outcome, time.perf_counter() - began)
                 metrics.state_size.set(units.state_bytes)
-            out.lag(message)
-            if outcome.dead is not None:
-                await out.dead_letter(event, outcome.dead)
-                continue
-            await out.deliver(outcome, message)
+            await out.settle(event, outcome)
 
     async def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """The route partitions taken away: their units go (another worker has them now)."""
