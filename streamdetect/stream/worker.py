@@ -248,7 +248,15 @@ def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, 
                 with contextlib.suppress(KeyError):
                     metrics.lag.remove(tp.topic, str(tp.partition))
 
+    async def renew(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        """Partitions assigned: every unit is rebuilt from the table at its partition's next record, even
+        one whose partition stayed here (a record taken while the revocation ran could have rebuilt it
+        from a table the rebalance then moved on from)."""
+        del sender, args, signal, kwargs
+        units.revoke(range(split.partitions))
+
     app.on_partitions_revoked.connect(forget)
+    app.on_partitions_assigned.connect(renew)
 
 
 def _text(key: object) -> str:
