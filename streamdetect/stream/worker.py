@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +39,7 @@ from typing import Any
 import faust
 
 from streamdetect.detector import Detector
+from streamdetect.errors import StateError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import Plan, plan
 from streamdetect.stream.metrics import WorkerMetrics
@@ -46,6 +49,8 @@ from streamdetect.stream.service import DetectorService, Outcome
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 
 log = logging.getLogger(__name__)
+#: Why a worker stopped itself, by application (read by run_worker once the event loop is done).
+_REFUSED: dict[int, StateError] = {}
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
 _RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -106,6 +111,13 @@ class _Outputs:
             self.table.data[name.encode()] = piece
         if outcome.events:
             log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
+
+    def refuse(self, refused: StateError) -> None:
+        """Stop the worker: its state table was written under other parameters (a restore refused it).
+        :func:`run_worker` then raises the error, which the command reports in one line, exit code 2."""
+        log.error("%s", refused)
+        _REFUSED[id(self.app)] = refused
+        os.kill(os.getpid(), signal.SIGTERM)  # Faust's own clean stop, as Ctrl-C or a supervisor's
 
     async def settle(self, event: faust.EventT[bytes], outcome: Outcome) -> None:
         """What a folded record leads to: its lag noted, then a dead letter or its events and state."""
@@ -187,7 +199,11 @@ def _one_stage(app: faust.App, topology: Topology, out: _Outputs, service: Detec
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             if not service.restored:
-                service.restore(out.entries())
+                try:
+                    service.restore(out.entries())
+                except StateError as refused:
+                    out.refuse(refused)
+                    return
             message = event.message
             began = time.perf_counter()
             outcome = service.handle(event.value, list(message.headers or ()), topics.get(message.topic))
@@ -230,7 +246,11 @@ def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, 
         async for event in stream.events():
             message = event.message
             began = time.perf_counter()
-            outcome = units.handle(event.value, list(message.headers or ()), message.partition)
+            try:
+                outcome = units.handle(event.value, list(message.headers or ()), message.partition)
+            except StateError as refused:
+                out.refuse(refused)
+                return
             if metrics is not None:
                 metrics.folded(outcome, time.perf_counter() - began)
                 metrics.state_size.set(units.state_bytes)
@@ -264,7 +284,15 @@ def _text(key: object) -> str:
 
 
 def run_worker(app: faust.App, loglevel: str = "warn") -> None:
-    """Run the worker until SIGINT or SIGTERM (then it stops cleanly, committing what it processed)."""
+    """Run the worker until SIGINT or SIGTERM (then it stops cleanly, committing what it processed).
+    Raises :class:`StateError` when it stopped because its state table was written under another
+    topology, other checks, thresholds or partition count."""
     from faust.worker import Worker  # noqa: PLC0415 (imports the event loop machinery only to run)
 
-    Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    try:
+        Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    except SystemExit:
+        refused = _REFUSED.pop(id(app), None)
+        if refused is not None:
+            raise refused from None
+        raise

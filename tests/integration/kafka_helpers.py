@@ -95,13 +95,14 @@ def until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: f
 
 
 def table1_stream(
-    tmp_path: Path, name: str, bootstrap: str, workers: list[Worker]
+    tmp_path: Path, name: str, bootstrap: str, workers: list[Worker], partitions: int = 1
 ) -> tuple[Path, Topology, dict[str, pl.DataFrame], Feed]:
-    """Table 1 under ``name`` with its topics created, a worker reading them (added to ``workers``) and a
-    feed to send its records: the topology file, the topology, its views' rows, the feed."""
+    """Table 1 under ``name`` with its topics created, a worker reading them (added to ``workers``;
+    ``partitions`` its --partitions) and a feed to send its records: the topology file, the topology, its
+    views' rows, the feed."""
     path = table1_topology(tmp_path, name)
     topology = load_topology(path)
     views = load_views(topology)
     create_topics(topology, bootstrap)
-    workers.append(Worker(path, bootstrap, tmp_path))
+    workers.append(Worker(path, bootstrap, tmp_path, partitions=partitions))
     return path, topology, views, Feed(topology, bootstrap)

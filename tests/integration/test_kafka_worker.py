@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import streamdetect
 from streamdetect.model.topology import Topology
@@ -129,3 +130,24 @@ def test_the_worker_refuses_view_topics_it_cannot_keep_whole(kafka_bootstrap: st
     assert done.returncode == 2
     assert "one partition" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_state_written_under_other_thresholds_stops_the_worker_with_exit_2(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], partitions: int
+) -> None:
+    name = f"worker-refuses-{partitions}"
+    path, topology, views, feed = table1_stream(tmp_path, name, kafka_bootstrap, workers, partitions=partitions)
+    feed.send("v1", views["v1"], "v1-all")
+    until(lambda: bool(read_topic(kafka_bootstrap, findings_topic(topology))), "the first findings", workers[-1])
+    workers[-1].stop()
+    path.write_text(path.read_text().replace("linkage: {k: 2}", "linkage: {k: 3}"))  # same name, other k
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=partitions))
+    feed.send("v2", views["v2"], "v2-all")  # the first record makes the worker restore its state
+    try:
+        workers[-1].process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the worker went on with a state of other thresholds: {workers[-1].output()[-2000:]}")
+    assert workers[-1].process.returncode == 2, workers[-1].output()[-2000:]
+    assert "error: the worker's state topic was written under another topology" in workers[-1].output()
+    assert "Traceback" not in workers[-1].output()
