@@ -46,28 +46,30 @@ def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> li
     """Create the view, findings and dead-letter topics that do not exist yet; the names created."""
     names = [view_topic(topology, view) for view in topology.views]
     names += [findings_topic(topology), dead_letter_topic(topology)]
-    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-publish"), bootstrap)
+    return _create_missing(bootstrap, dict.fromkeys(names, partitions), "streamdetect-publish")
+
+
+def _create_missing(bootstrap: str, partitions: Mapping[str, int], client_id: str) -> list[str]:
+    """Create those of the topics (name -> partition count) that do not exist yet; the names created."""
+    admin = _admin(bootstrap, client_id)
     try:
         existing = set(admin.list_topics())
         wanted = [
-            NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names if name not in existing
+            NewTopic(name, num_partitions=count, replication_factor=1)
+            for name, count in partitions.items()
+            if name not in existing
         ]
         if wanted:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another publisher created them meanwhile
+            with contextlib.suppress(TopicAlreadyExistsError):  # another client created them meanwhile
                 admin.create_topics(wanted)
         return [topic.name for topic in wanted]
     finally:
         admin.close()
 
 
-def view_partitions(topology: Topology, bootstrap: str) -> dict[str, int]:
-    """The number of partitions of each view topic that exists."""
-    return topic_partitions(bootstrap, [view_topic(topology, view) for view in topology.views])
-
-
 def topic_partitions(bootstrap: str, names: list[str]) -> dict[str, int]:
     """The number of partitions of each of the topics ``names`` that exists."""
-    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-worker"), bootstrap)
+    admin = _admin(bootstrap, "streamdetect-worker")
     try:
         existing = set(admin.list_topics())
         present = [name for name in names if name in existing]
@@ -78,13 +80,13 @@ def topic_partitions(bootstrap: str, names: list[str]) -> dict[str, int]:
 
 
 def prepare_worker_topics(topology: Topology, bootstrap: str, partitions: int, application: str) -> None:
-    """Before a worker starts: create the topics that do not exist (view, findings and dead-letter topics
-    with one partition; the route topic with ``partitions``), and refuse, with
-    :class:`~streamdetect.stream.broker.BrokerError`, what the worker could not run right: view topics of
-    several partitions for a worker of one; a route topic or state changelog of another partition count;
-    the changelog of the other shape (its state would be ignored while the view offsets committed under
-    it stand). ``application``: the Faust application id (changelog topics are ``<id>-<table>-changelog``).
-    Missing view topics get ``partitions`` partitions, so that the workers share the reading too."""
+    """Before a worker starts: create the view, findings and dead-letter topics that do not exist, with
+    ``partitions`` partitions (so that the workers share the reading too), and with more than one the
+    route topic; refuse, with :class:`~streamdetect.stream.broker.BrokerError`, what the worker could not
+    run right: view topics of several partitions for a worker of one; a route topic or state changelog of
+    another partition count; the changelog of the other shape (its state would be ignored while the view
+    offsets committed under it stand). ``application``: the Faust application id (changelog topics are
+    ``<id>-<table>-changelog``)."""
     create_topics(topology, bootstrap, partitions)
     route = route_topic(topology)
     one, many = f"{application}-state-changelog", f"{application}-units-changelog"
@@ -111,15 +113,11 @@ def prepare_worker_topics(topology: Topology, bootstrap: str, partitions: int, a
         return
     if route in counts and counts[route] != partitions:
         raise BrokerError(f"the route topic {route} has {counts[route]} partitions, not {partitions}")
-    if route not in counts:
-        admin = _connect(
-            lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-worker"), bootstrap
-        )
-        try:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another worker created it meanwhile
-                admin.create_topics([NewTopic(route, num_partitions=partitions, replication_factor=1)])
-        finally:
-            admin.close()
+    _create_missing(bootstrap, {route: partitions}, "streamdetect-worker")
+
+
+def _admin(bootstrap: str, client_id: str) -> KafkaAdminClient:
+    return _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id), bootstrap)
 
 
 def _reachable(bootstrap: str) -> bool:
@@ -266,7 +264,7 @@ def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     """Records of ``topics`` the consumer group ``group`` has not committed yet: the sum over their
     partitions of the end offset minus the group's committed offset (the whole partition when it has
     committed none). Zero once the group has processed and committed everything published so far."""
-    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-lag"), bootstrap)
+    admin = _admin(bootstrap, "streamdetect-lag")
     consumer = _connect(lambda: KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False), bootstrap)
     try:
         committed = admin.list_group_offsets(group)[group]
@@ -282,7 +280,7 @@ def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
 def group_ready(bootstrap: str, group: str, members: int) -> bool:
     """Whether the consumer group ``group`` is stable with ``members`` members that have received their
     assignments (the workers of a group have joined and shared the topics out)."""
-    admin = _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id="streamdetect-lag"), bootstrap)
+    admin = _admin(bootstrap, "streamdetect-lag")
     try:
         described = admin.describe_groups([group]).get(group) or {}
     except KafkaError:  # no coordinator yet (a fresh broker creates its offsets topic on first use)

@@ -182,12 +182,15 @@ def build_app(
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
     out = _Outputs(app, topology, table, metrics)
-    if metrics is not None:
-        metrics.examined(Detector(topology, checks).summaries({}))
     if partitions == 1:
-        _one_stage(app, topology, out, DetectorService(topology, checks, max_bytes))
+        service = DetectorService(topology, checks, max_bytes)
+        _one_stage(app, topology, out, service)
+        examined = service.detector
     else:
         _two_stages(app, topology, out, plan(topology, partitions, checks), max_bytes)
+        examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
+    if metrics is not None:
+        metrics.examined(examined.summaries({}))
     return app
 
 
@@ -257,23 +260,22 @@ def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, 
             await out.settle(event, outcome)
 
     async def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-        """The route partitions taken away: their units go (another worker has them now)."""
+        """Partitions taken away: another worker reports their lag now."""
         del sender, signal, kwargs
-        revoked: set[Any] = args[0]
-        gone = sorted(tp.partition for tp in revoked if tp.topic == route.get_topic_name())
-        units.revoke(gone)
-        log.info("route partitions %s revoked: their units will be rebuilt from the table", gone)
         if metrics is not None:
-            for tp in revoked:  # another worker reports their lag now
+            for tp in args[0]:
                 with contextlib.suppress(KeyError):
                     metrics.lag.remove(tp.topic, str(tp.partition))
 
     async def renew(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-        """Partitions assigned: every unit is rebuilt from the table at its partition's next record, even
-        one whose partition stayed here (a record taken while the revocation ran could have rebuilt it
-        from a table the rebalance then moved on from)."""
-        del sender, args, signal, kwargs
+        """Partitions assigned (after every revocation): every unit is rebuilt from the table at its
+        partition's next record. Those of partitions taken away are another worker's now; those whose
+        partition stayed here go too, as a record taken while the revocation ran could have rebuilt one
+        from a table the rebalance then moved on from."""
+        del sender, signal, kwargs
         units.revoke(range(split.partitions))
+        owned = sorted(tp.partition for tp in args[0] if tp.topic == route.get_topic_name())
+        log.info("route partitions %s assigned: their units will be rebuilt from the table", owned)
 
     app.on_partitions_revoked.connect(forget)
     app.on_partitions_assigned.connect(renew)
