@@ -25,10 +25,33 @@ def broker() -> None:
 @broker.command()
 @PORT
 @click.option("--timeout", type=click.FloatRange(min=1), default=90.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--sasl-port",
+    type=click.IntRange(1, 65535),
+    help="Also listen here with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512), to try authenticated clients.",
+)
+@click.option(
+    "--sasl-user",
+    "sasl_users",
+    multiple=True,
+    metavar="NAME:PASSWORD",
+    help="A user of the SASL listener (repeatable; letters, digits, '.', '_', '-').",
+)
 @fail_cleanly
-def start(port: int, timeout: float) -> None:
+def start(port: int, timeout: float, sasl_port: int | None, sasl_users: tuple[str, ...]) -> None:
     """Start a broker and wait until it answers; print its bootstrap address (a running one is kept)."""
-    started = local.start(port, timeout_s=timeout, progress=lambda message: click.echo(message, err=True))
+    users = dict(user.partition(":")[::2] for user in sasl_users)
+    if sasl_users and sasl_port is None:
+        raise click.UsageError("--sasl-user needs --sasl-port")
+    started = local.start(
+        port,
+        timeout_s=timeout,
+        progress=lambda message: click.echo(message, err=True),
+        sasl_port=sasl_port,
+        sasl_users=users,
+    )
+    if sasl_port is not None:
+        click.echo(f"SASL_PLAINTEXT listener on 127.0.0.1:{sasl_port}", err=True)
     click.echo(
         f"broker running (pid {started.pid}, log {started.log}); stop it with: streamdetect broker stop --port {port}",
         err=True,

@@ -20,13 +20,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
 DEPENDENCY_PLUGIN_VERSION = "3.8.1"
 DEFAULT_PORT = 9092
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9._-]+")
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -83,6 +85,20 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+"""
+
+# A second listener with SASL (PLAIN and SCRAM) for trying and testing authenticated clients: PLAIN users
+# are listed in the listener's JAAS line, SCRAM credentials are written into the storage when formatting.
+_SASL = """listeners={listeners},SASL_PLAINTEXT://127.0.0.1:{sasl_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.plain.sasl.jaas.config=\\
+  org.apache.kafka.common.security.plain.PlainLoginModule required {plain};
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=\\
+  org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=\\
+  org.apache.kafka.common.security.scram.ScramLoginModule required;
 """
 
 _LOG4J = """status = warn
@@ -245,9 +261,13 @@ def start(
     timeout_s: float = 90.0,
     log_level: str = "WARN",
     progress: Callable[[str], None] | None = None,
+    sasl_port: int | None = None,
+    sasl_users: Mapping[str, str] | None = None,
 ) -> Broker:
     """Start one KRaft broker on 127.0.0.1:``port`` (its controller on a free port) and wait until it
     answers; return it. A broker this function started on the port and still running is returned as is.
+    With ``sasl_port``, a second listener there takes SASL_PLAINTEXT logins (PLAIN, SCRAM-SHA-256 and
+    SCRAM-SHA-512) of ``sasl_users`` (name -> password; letters, digits, ``._-`` only).
 
     Raises :class:`BrokerError` when Java or Maven is missing, the port is taken by something else, or
     the broker does not answer within ``timeout_s`` (with the end of its log).
@@ -264,13 +284,28 @@ def start(
     data.mkdir(parents=True)
     controller = free_port()
     properties = home / "server.properties"
-    properties.write_text(_SERVER.format(port=port, controller=controller, data=data))
+    server = _SERVER.format(port=port, controller=controller, data=data)
+    scram: list[str] = []
+    if sasl_port is not None:
+        users = dict(sasl_users or {})
+        if not users or not all(_PLAIN_WORD.fullmatch(part) for pair in users.items() for part in pair):
+            raise BrokerError("a SASL listener needs users given as NAME:PASSWORD of letters, digits, '.', '_', '-'")
+        if _port_in_use(sasl_port) or sasl_port == port:
+            raise BrokerError(f"port {sasl_port} on 127.0.0.1 is in use: choose another SASL port")
+        plain = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+        listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
+        # Java properties: the later lines override the plain listener's.
+        server += _SASL.format(listeners=listeners, port=port, sasl_port=sasl_port, plain=plain)
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            for name, password in users.items():
+                scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
+    properties.write_text(server)
     log4j = home / "log4j2.properties"
     log4j.write_text(_LOG4J.format(log=home / "broker.log", level=log_level))
     java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", str(libs / "*")]
     cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     formatted = subprocess.run(
-        [*java, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(properties)],
+        [*java, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(properties), *scram],
         capture_output=True,
         text=True,
         timeout=120,

@@ -19,16 +19,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, SaslAuthenticationFailedError, TopicAlreadyExistsError
 
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, Format, Publication, encode_publication
+from streamdetect.stream.security import from_environment
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 
 Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
@@ -117,7 +118,7 @@ def prepare_worker_topics(topology: Topology, bootstrap: str, partitions: int, a
 
 
 def _admin(bootstrap: str, client_id: str) -> KafkaAdminClient:
-    return _connect(lambda: KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id), bootstrap)
+    return _connect(KafkaAdminClient, bootstrap, client_id=client_id)
 
 
 def _reachable(bootstrap: str) -> bool:
@@ -132,18 +133,34 @@ def _reachable(bootstrap: str) -> bool:
     return False
 
 
-def _connect(make: Callable[[], Client], bootstrap: str) -> Client:
+def _connect(kind: type[Client], bootstrap: str, **settings: Any) -> Client:
+    """A kafka-python client of ``kind`` on ``bootstrap`` with the environment's security settings
+    (:mod:`streamdetect.stream.security`); a broker that does not answer or refuses the credentials is a
+    :class:`~streamdetect.stream.broker.BrokerError` saying so."""
+    security = from_environment()
     if not _reachable(bootstrap):
         raise BrokerError(
             f"no Kafka broker answers at {bootstrap}: start one with `streamdetect broker start` or give "
             "--bootstrap-servers"
         )
     try:
-        return make()
-    except KafkaError as error:
+        return kind(bootstrap_servers=bootstrap, **settings, **security.client_settings())
+    except SaslAuthenticationFailedError as error:
         raise BrokerError(
-            f"no Kafka broker answers at {bootstrap} ({type(error).__name__}): start one with "
-            "`streamdetect broker start` or give --bootstrap-servers"
+            f"the Kafka broker at {bootstrap} refused the credentials of {security!r}: {error}; "
+            "check STREAMDETECT_KAFKA_SASL_USERNAME and STREAMDETECT_KAFKA_SASL_PASSWORD"
+        ) from None
+    except KafkaError as error:
+        if security.sasl:  # a broker refusing a login just drops the connection: the client times out
+            raise BrokerError(
+                f"no Kafka broker at {bootstrap} accepted a {security.protocol} login as {security.username!r} "
+                f"with {security.mechanism} ({type(error).__name__}): check STREAMDETECT_KAFKA_SASL_USERNAME, "
+                "_PASSWORD and _MECHANISM, and that the address is the brokers' SASL listener"
+            ) from None
+        raise BrokerError(
+            f"no Kafka broker answers at {bootstrap} over {security.protocol} ({type(error).__name__}): start "
+            "one with `streamdetect broker start`, give --bootstrap-servers, or check "
+            "STREAMDETECT_KAFKA_SECURITY_PROTOCOL"
         ) from None
 
 
@@ -189,14 +206,12 @@ def publish(
     ``progress`` gets the rows sent since its last call. Waits until every record is acknowledged."""
     create_topics(topology, bootstrap, partitions)
     producer = _connect(
-        lambda: KafkaProducer(
-            bootstrap_servers=bootstrap,
-            client_id="streamdetect-publish",
-            acks="all",
-            linger_ms=5,
-            max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
-        ),
+        KafkaProducer,
         bootstrap,
+        client_id="streamdetect-publish",
+        acks="all",
+        linger_ms=5,
+        max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
     )
     topics = {view.name: view_topic(topology, view) for view in topology.views}
     sent = Published(records=dict.fromkeys(views, 0), rows=dict.fromkeys(views, 0))
@@ -240,7 +255,7 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[byte
 def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
     """Every record of ``topic`` (value, headers) from its beginning to its end as of now, in order within
     each partition (a consumer outside any group: it commits nothing and moves no one's offsets)."""
-    consumer = _connect(lambda: KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False), bootstrap)
+    consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not partitions:
@@ -265,7 +280,7 @@ def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     partitions of the end offset minus the group's committed offset (the whole partition when it has
     committed none). Zero once the group has processed and committed everything published so far."""
     admin = _admin(bootstrap, "streamdetect-lag")
-    consumer = _connect(lambda: KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False), bootstrap)
+    consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         committed = admin.list_group_offsets(group)[group]
         partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]

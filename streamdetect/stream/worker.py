@@ -45,6 +45,7 @@ from streamdetect.partitioning import Plan, plan
 from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
 from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.security import from_environment
 from streamdetect.stream.service import DetectorService, Outcome
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 
@@ -157,10 +158,12 @@ def build_app(
     6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`).
     ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
     others (a killed worker's partitions wait that long)."""
+    security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
         app_id(topology),
         broker=brokers,
+        broker_credentials=security.faust_credentials(),
         store=store,
         datadir=str(datadir),
         web_enabled=web_port is not None,

@@ -12,21 +12,38 @@ import pytest
 from streamdetect.stream import broker
 from tests.integration.kafka_helpers import Worker
 
+#: The user of the test broker's SASL listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512).
+SASL_USER, SASL_PASSWORD = "streamdetect-test", "not-a-secret-42"
+
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def kafka_broker() -> Iterator[tuple[str, str]]:
+    """The run's broker: its plain and its SASL_PLAINTEXT bootstrap addresses."""
     missing = broker.missing_tools()
     if missing:
         pytest.skip(
             f"the Kafka tests need {' and '.join(missing)}: install a JDK 17 or newer and Maven "
             "(Debian: apt install openjdk-17-jdk-headless maven)"
         )
-    port = broker.free_port()
-    started = broker.start(port)
+    port, sasl_port = broker.free_port(), broker.free_port()
+    while sasl_port == port:
+        sasl_port = broker.free_port()
+    started = broker.start(port, sasl_port=sasl_port, sasl_users={SASL_USER: SASL_PASSWORD})
     try:
-        yield started.bootstrap
+        yield started.bootstrap, f"127.0.0.1:{sasl_port}"
     finally:
         broker.stop(port)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker: tuple[str, str]) -> str:
+    return kafka_broker[0]
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_bootstrap(kafka_broker: tuple[str, str]) -> str:
+    """The broker's listener that takes SASL logins of SASL_USER only."""
+    return kafka_broker[1]
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from streamdetect.stream.metrics import WorkerMetrics
+from streamdetect.stream.security import VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"
@@ -47,6 +49,25 @@ def test_the_compose_services_run_the_documented_commands() -> None:
     assert {"kafka", "worker", "publisher", "prometheus"} <= set(services)
     assert services["worker"]["command"][0] == "worker"
     assert "--metrics-port" in services["worker"]["command"]
+
+
+def test_the_compose_services_pass_kafka_security_through_from_the_shell() -> None:
+    environment = {**os.environ, **{name: f"value-of-{name}" for name in VARIABLES}}
+    done = subprocess.run(
+        [str(_compose()), "-f", str(ROOT / "docker-compose.yml"), "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=environment,
+    )
+    services = json.loads(done.stdout)["services"]
+    for name in ("worker", "publisher"):
+        passed = services[name]["environment"]
+        assert {variable: passed.get(variable) for variable in VARIABLES} == {
+            variable: f"value-of-{variable}" for variable in VARIABLES
+        }, name
+    assert services["worker"]["environment"]["STREAMDETECT_PARTITIONS"] == "2"
 
 
 def test_alert_rules_read_only_metrics_a_worker_exposes() -> None:
@@ -86,6 +107,8 @@ def test_the_kubernetes_manifests_validate_strictly() -> None:
     assert [doc["kind"] for doc in manifests] == ["ConfigMap", "Deployment", "Service"]
     for doc in manifests:
         kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    worker = manifests[1]["spec"]["template"]["spec"]["containers"][0]
+    assert worker["envFrom"] == [{"secretRef": {"name": "streamdetect-kafka-security", "optional": True}}]
     broken = _manifests()[1]
     broken["spec"]["replica"] = 1  # type: ignore[index]
     with pytest.raises(kubernetes_validate.ValidationError):
