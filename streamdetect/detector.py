@@ -7,6 +7,9 @@ from :mod:`streamdetect.checks.registry`; nothing here switches on check names.
 * ``update(batch)`` is atomic as far as the batch's validity goes: a batch naming an unknown view,
   missing or adding columns, changing a column's type, or retracting rows a check cannot take back
   changes nothing.
+* With a ``window`` in the topology, a :class:`~streamdetect.windowing.Window` keeps the publications
+  that can still be joined and turns each batch into the one the checks fold in (rows leaving the window
+  withdrawn); its state is written and restored with the checks'.
 * ``snapshot()``/``restore()`` carry a *fingerprint* of the topology, the checks with their thresholds,
   the closure bound and the state versions; a snapshot restored under other parameters is refused
   (a state built for k = 2 caps its sets at 2 values and would give wrong answers for k = 5).
@@ -28,7 +31,10 @@ from streamdetect.checks.registry import REGISTRY
 from streamdetect.checks.seen_rows import frame_from_text, frame_to_text
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
 from streamdetect.model.topology import Topology
+from streamdetect.windowing import Step, Window
 
+#: The prefix of the window's state pieces (no check has this name).
+WINDOW_KEY = "window"
 #: Version of the snapshot envelope (each check's state carries its own version inside).
 SNAPSHOT_VERSION = 1
 
@@ -69,6 +75,8 @@ def fingerprint(topology: Topology, checks: Mapping[str, Check[Any, Any]], max_l
         "checks": [[name, check.k] for name, check in checks.items()],
         "max_level": max_level,
     }
+    if topology.window is not None:  # absent otherwise: states kept without a window keep their fingerprint
+        document["window"] = topology.window
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -94,6 +102,18 @@ class Detector:
         }
         self.states: dict[str, Any] = {name: check.initialize() for name, check in self.checks.items()}
         self.fingerprint = fingerprint(topology, self.checks, max_level)
+        self.window: Window | None = None
+        if topology.window is not None:
+            refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
+            if refusing:
+                raise TopologyError(
+                    f"a window withdraws the rows that leave it, and the {', '.join(refusing)} check(s) do not "
+                    "take withdrawn rows yet: remove the window or those checks",
+                    file=topology.path,
+                    key="window",
+                )
+            self.window = Window(topology.window)
+        self.attributes = {view.name: list(view.attributes) for view in topology.views}
         #: The type of each attribute as the first batch that held it gave it: later batches must agree
         #: (dictionary codes and joins are per attribute), or a check would fail half-way through.
         self.dtypes: dict[str, pl.DataType] = {}
@@ -102,6 +122,24 @@ class Detector:
         """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
         that withdraws rows not published, or that a check refuses (SIND: public values that repeat).
         Changes nothing."""
+        self._prepare(batch)
+
+    def _prepare(self, batch: Batch) -> tuple[Batch, Step | None]:
+        """The batch the checks fold in (the window's step of it, with a window), validated."""
+        self._validate_shape(batch)
+        step = self.window.step(batch, self.attributes) if self.window is not None else None
+        folded = step.batch if step is not None else batch
+        if folded.retracts:
+            refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
+            if refusing:
+                raise UnsupportedCase(f"batch: the {', '.join(refusing)} check(s) do not take retracted rows yet")
+        for name, check in self.checks.items():
+            problem = check.validate(self.states[name], folded)
+            if problem is not None:
+                raise TopologyError(f"batch: {problem}", file=self.topology.path)
+        return folded, step
+
+    def _validate_shape(self, batch: Batch) -> None:
         attributes = {view.name: set(view.attributes) for view in self.topology.views}
         for kind, frames in (("rows", batch.views), ("retracted rows", batch.retracted)):
             for name, frame in frames.items():
@@ -122,22 +160,18 @@ class Detector:
                         f"batch: column {column!r} of {name!r} is {dtype}, but earlier rows of it are {expected}",
                         file=self.topology.path,
                     )
-        if batch.retracts:
-            refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
-            if refusing:
-                raise UnsupportedCase(f"batch: the {', '.join(refusing)} check(s) do not take retracted rows yet")
-        for name, check in self.checks.items():
-            problem = check.validate(self.states[name], batch)
-            if problem is not None:
-                raise TopologyError(f"batch: {problem}", file=self.topology.path)
 
     def update_each(self, batch: Batch, progress: ProgressFactory | None = None) -> dict[str, Delta[Any]]:
         """Fold a batch into every check's state; per check, the findings raised and cleared."""
-        self.validate(batch)
+        folded, step = self._prepare(batch)
         for _, frame in _frames(batch):
             for column, dtype in frame.schema.items():
                 self.dtypes.setdefault(column, dtype)
-        return {name: check.update(self.states[name], batch, progress) for name, check in self.checks.items()}
+        deltas = {name: check.update(self.states[name], folded, progress) for name, check in self.checks.items()}
+        if step is not None:
+            assert self.window is not None
+            self.window.commit(step)
+        return deltas
 
     def update(self, batch: Batch, progress: ProgressFactory | None = None) -> Delta[Any]:
         """Fold a batch into every check's state; the findings raised and cleared across checks."""
@@ -157,11 +191,14 @@ class Detector:
     def changes(self) -> dict[str, bytes]:
         """Every check's pieces to write since the last call, keyed ``<check>/<piece>`` (a Faust table or a
         checkpoint store keeps them; :meth:`snapshot` is the whole state at once)."""
-        return {
+        pieces = {
             f"{name}/{key}": piece
             for name, check in self.checks.items()
             for key, piece in check.changes(self.states[name]).items()
         }
+        if self.window is not None:
+            pieces |= {f"{WINDOW_KEY}/{key}": piece for key, piece in self.window.changes().items()}
+        return pieces
 
     def apply_changes(self, pieces: Mapping[str, bytes]) -> None:
         """Bring the states up to another detector's, from the pieces of its :meth:`changes` (all of them
@@ -169,12 +206,18 @@ class Detector:
         by_check: dict[str, dict[str, bytes]] = {}
         for key, piece in pieces.items():
             name, _, rest = key.partition("/")
+            if name == WINDOW_KEY and self.window is not None:
+                by_check.setdefault(name, {})[rest] = piece
+                continue
             if name not in self.checks:
                 raise StateError(f"state piece {key!r} belongs to no check run here")
             by_check.setdefault(name, {})[rest] = piece
         try:
             for name, own in by_check.items():
-                self.states[name] = self.checks[name].apply_changes(self.states[name], own)
+                if name == WINDOW_KEY and self.window is not None:
+                    self.window.apply_changes(own)
+                else:
+                    self.states[name] = self.checks[name].apply_changes(self.states[name], own)
         except ValueError as exc:
             raise StateError(str(exc)) from None
 
@@ -193,6 +236,8 @@ class Detector:
             # The column types earlier batches fixed, as an empty frame's schema (Arrow IPC).
             "dtypes": frame_to_text(pl.DataFrame(schema=self.dtypes)),
         }
+        if self.window is not None:
+            document["window"] = self.window.to_document()
         return json.dumps(document).encode()
 
     def restore(self, data: bytes) -> None:
@@ -219,10 +264,12 @@ class Detector:
         try:
             decoded = {name: self.checks[name].decode(base64.b64decode(text)) for name, text in states.items()}
             dtypes = dict(frame_from_text(document["dtypes"]).schema) if "dtypes" in document else {}
+            window = Window.from_document(self.window.seconds, document["window"]) if self.window is not None else None
         except (ValueError, KeyError, OSError) as exc:
             raise StateError(f"a state of the snapshot cannot be read: {exc}") from None
         self.states = decoded
         self.dtypes = dtypes
+        self.window = window
 
 
 def _frames(batch: Batch) -> list[tuple[str, pl.DataFrame]]:

@@ -156,7 +156,9 @@ class LinkageState:
 
     def _piece(self, pieces: dict[str, bytes], name: str, frame: pl.DataFrame) -> None:
         start = self.marks.get(name, 0)
-        if frame.height > start:
+        # Written once even when empty: a dictionary of an attribute whose values were all null so far
+        # must exist in a replica too (its lookups expect every attribute seen).
+        if frame.height > start or name not in self.marks:
             pieces[f"{name}/{start:012d}"] = frame_to_ipc(frame.slice(start))
             self.marks[name] = frame.height
 

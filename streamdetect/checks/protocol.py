@@ -38,6 +38,9 @@ class Batch:
     table: pl.DataFrame | None = None
     retracted: Mapping[str, pl.DataFrame] = field(default_factory=dict)
     retracted_table: pl.DataFrame | None = None
+    #: When the batch was published (seconds since the epoch; None: not known, as for files). Only a
+    #: topology's time window reads it (:mod:`streamdetect.windowing`); checks do not.
+    published: float | None = None
 
     @property
     def retracts(self) -> bool:

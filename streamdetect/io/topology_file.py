@@ -30,7 +30,10 @@ from streamdetect.model.topology import (
 #: Checks this version implements, with their default ``k`` (the registry's).
 SUPPORTED_CHECKS: Mapping[str, int] = {name: registration.default_k for name, registration in REGISTRY.items()}
 
-_TOP_KEYS = {"name", "table", "views", "checks"}
+_TOP_KEYS = {"name", "table", "views", "checks", "window"}
+#: A ``window``: a positive number and a unit, seconds to weeks.
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TABLE_KEYS = {
     "name",
     "attributes",
@@ -286,4 +289,14 @@ def load_topology(path: str | Path) -> Topology:
             "(sind and rsind alone need none)",
         )
     name = ctx.text(document.get("name", ctx.path.stem), "name")
-    return Topology(name=name, table=table, views=views, checks=checks, path=str(ctx.path))
+    window = _window(ctx, document["window"]) if document.get("window") is not None else None
+    return Topology(name=name, table=table, views=views, checks=checks, path=str(ctx.path), window=window)
+
+
+def _window(ctx: _Context, raw: Any) -> float:
+    """``window: 30d``: seconds (s), minutes (m), hours (h), days (d) or weeks (w)."""
+    match = _DURATION.match(raw) if isinstance(raw, str) else None
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)] if match else 0.0
+    if seconds <= 0:
+        raise ctx.fail("window", f"expected a duration such as 30d, 12h, 15m or 90s, found {raw!r}")
+    return seconds

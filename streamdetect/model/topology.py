@@ -85,6 +85,10 @@ class Topology:
     views: tuple[ViewDefinition, ...]
     checks: tuple[CheckConfig, ...] = (CheckConfig("linkage"),)
     path: str | None = None
+    #: Seconds of publication time within which rows can be joined (``window:``; None: no limit).
+    #: Rows published ``window`` or more before the latest publication are withdrawn
+    #: (:mod:`streamdetect.windowing`).
+    window: float | None = None
 
     def view(self, name: str) -> ViewDefinition:
         """The view called ``name`` (KeyError if none)."""

@@ -95,7 +95,8 @@ class Units:
         for unit in self.plan.units_in(partition):
             service = self.service(unit)
             rows = self.plan.rows_for(unit, read.view, read.rows)
-            if rows.height and read.batch_id not in service.applied:
+            # With a window, every record moves the unit's time on, rows for it or not.
+            if (rows.height or service.detector.window is not None) and read.batch_id not in service.applied:
                 shares.append((service, dataclasses.replace(read, rows=rows)))
         if not shares:
             return Outcome(replayed=True, publication=read)

@@ -163,6 +163,9 @@ class DetectorService:
         outcome.events = [finding_event(f, "cleared", read) for f in delta.cleared]
         outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
         entries = dict(self.detector.changes())
+        if not entries and not delta.raised and not delta.cleared:
+            # Nothing changed (a unit's empty share that did not move its window's time): nothing to write.
+            return outcome
         if not self.applied:
             entries[FINGERPRINT_KEY] = self.fingerprint.encode()
         if self.detector.dtypes != known:
@@ -176,7 +179,10 @@ class DetectorService:
 
 
 def _batch(read: Publication) -> Batch:
-    return Batch(retracted={read.view: read.rows}) if read.op == "retract" else Batch(views={read.view: read.rows})
+    published = read.published.timestamp()
+    if read.op == "retract":
+        return Batch(retracted={read.view: read.rows}, published=published)
+    return Batch(views={read.view: read.rows}, published=published)
 
 
 def _refusal(message: str) -> str:

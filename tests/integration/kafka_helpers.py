@@ -26,8 +26,9 @@ from streamdetect.stream.topics import view_topic
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def table1_topology(tmp_path: Path, name: str) -> Path:
-    source = (ROOT / "topologies" / "dou-patients.yaml").read_text()
+def table1_topology(tmp_path: Path, name: str, extra: str = "") -> Path:
+    """Table 1's topology under ``name``, with ``extra`` lines appended (``window: 1d``)."""
+    source = (ROOT / "topologies" / "dou-patients.yaml").read_text() + extra
     text = source.replace("name: dou-patients", f"name: {name}").replace("data/dou/", f"{ROOT}/topologies/data/dou/")
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
@@ -76,8 +77,11 @@ class Feed:
         self.topology = topology
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
 
-    def send(self, view: str, rows: pl.DataFrame, batch: str, op: str = "add") -> None:
-        publication = Publication(view, op, batch, dt.datetime.now(dt.UTC), rows)  # type: ignore[arg-type]
+    def send(
+        self, view: str, rows: pl.DataFrame, batch: str, op: str = "add", published: dt.datetime | None = None
+    ) -> None:
+        when = published or dt.datetime.now(dt.UTC)
+        publication = Publication(view, op, batch, when, rows)  # type: ignore[arg-type]
         value, headers = encode_publication(publication)
         definition = next(v for v in self.topology.views if v.name == view)
         self.producer.send(view_topic(self.topology, definition), value=value, headers=headers)
@@ -95,12 +99,12 @@ def until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: f
 
 
 def table1_stream(
-    tmp_path: Path, name: str, bootstrap: str, workers: list[Worker], partitions: int = 1
+    tmp_path: Path, name: str, bootstrap: str, workers: list[Worker], partitions: int = 1, extra: str = ""
 ) -> tuple[Path, Topology, dict[str, pl.DataFrame], Feed]:
-    """Table 1 under ``name`` with its topics created, a worker reading them (added to ``workers``;
-    ``partitions`` its --partitions) and a feed to send its records: the topology file, the topology, its
-    views' rows, the feed."""
-    path = table1_topology(tmp_path, name)
+    """Table 1 under ``name`` (``extra`` lines added to its topology) with its topics created, a worker
+    reading them (added to ``workers``; ``partitions`` its --partitions) and a feed to send its records:
+    the topology file, the topology, its views' rows, the feed."""
+    path = table1_topology(tmp_path, name, extra)
     topology = load_topology(path)
     views = load_views(topology)
     create_topics(topology, bootstrap)

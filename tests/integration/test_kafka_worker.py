@@ -151,3 +151,43 @@ def test_a_state_written_under_other_thresholds_stops_the_worker_with_exit_2(
     assert workers[-1].process.returncode == 2, workers[-1].output()[-2000:]
     assert "error: the worker's state topic was written under another topology" in workers[-1].output()
     assert "Traceback" not in workers[-1].output()
+
+
+def test_a_window_clears_what_its_leaving_rows_completed_across_shared_units(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
+) -> None:
+    # Two partitions: units in both must see every record's time, rows for them or not.
+    _, topology, views, feed = table1_stream(
+        tmp_path, "worker-window", kafka_bootstrap, workers, partitions=2, extra="window: 1d\n"
+    )
+    checked = streamdetect.check(topology).findings  # files: one publication, the window withdraws nothing
+    dan_flu = next(f.id for f in checked if f.identifier_value == "Dan")
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)
+    feed.send("v1", views["v1"], "v1-all", published=start)
+    feed.send("v2", views["v2"], "v2-all", published=start + dt.timedelta(hours=1))
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == {f.id for f in checked},
+        "every finding while both views are in the window",
+        workers[-1],
+    )
+    # Two days on, both views' rows have left the window: one v2 row alone discloses nothing.
+    feed.send("v2", views["v2"].head(1), "v2-later", published=start + dt.timedelta(days=2))
+    until(
+        lambda: open_findings(read_topic(kafka_bootstrap, findings_topic(topology))) == {},
+        "every finding cleared once the rows left the window",
+        workers[-1],
+    )
+    trail = [(e["event"], e["batch"]) for e in _events(kafka_bootstrap, topology) if e["id"] == dan_flu]
+    assert trail == [("raised", "v2-all"), ("cleared", "v2-later")]
+    # A late record (published before the window) adds nothing; v1 published now is alone: level 1 only.
+    feed.send("v1", views["v1"], "v1-late", published=start)
+    feed.send("v1", views["v1"], "v1-again", published=start + dt.timedelta(days=2, hours=1))
+    alone = {f.id for f in checked if f.views == ("v1",)}
+    assert len(alone) == views["v1"].height  # each SSN with its Disease
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == alone,
+        "v1's own findings, Dan's no longer",
+        workers[-1],
+    )
+    raised_by = {e["batch"] for e in _events(kafka_bootstrap, topology) if e["event"] == "raised"}
+    assert "v1-late" not in raised_by

@@ -228,6 +228,17 @@ def _run(path: Path, *extra: str) -> tuple[int, str, str]:
             ["checks.linkage.k", "from 2 to 2,147,483,647"],
             id="huge-k",
         ),
+        *(
+            pytest.param(
+                GOOD_TABLE
+                + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
+                + f"window: {window}\n",
+                {"v1.csv": V1},
+                ["topology.yaml", "window", "expected a duration such as 30d, 12h, 15m or 90s"],
+                id=f"window-{window}",
+            )
+            for window in ("30 days", "0d", "-1d", "30", "[1]")
+        ),
         pytest.param(
             GOOD_TABLE.replace("identifiers: [SSN, Name]", "identifiers: []")
             + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n",
@@ -292,3 +303,15 @@ def test_sind_needs_no_identifier(tmp_path: Path) -> None:
     code, _, stderr = _run(path, "--check", "linkage")
     assert code == 2
     assert "table.identifiers" in stderr
+
+
+def test_a_window_reads_as_seconds(tmp_path: Path) -> None:
+    from streamdetect.io.topology_file import load_topology
+
+    base = GOOD_TABLE + "views:\n  - name: v1\n    attributes: [SSN, Job, Disease]\n    source: v1.csv\n"
+    for text, seconds in (("30d", 2_592_000.0), ("1.5h", 5_400.0), ("15m", 900.0), ("90s", 90.0), ("2w", 1_209_600.0)):
+        path = _write(tmp_path, base + f"window: {text}\n", {"v1.csv": V1})
+        assert load_topology(path).window == seconds
+    assert load_topology(_write(tmp_path, base, {"v1.csv": V1})).window is None
+    code, _, stderr = _run(_write(tmp_path, base + "window: 30d\n", {"v1.csv": V1}))
+    assert code == 1, stderr  # `check` reads files as one publication: the window withdraws nothing

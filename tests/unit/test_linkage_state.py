@@ -91,3 +91,20 @@ def test_a_bulk_load_warms_what_micro_batches_read() -> None:
     before = dict(state.projections)
     check.update(state, {"v2": pl.DataFrame({"Job": ["job5"], "Disease": ["HD"]})})
     assert state.projections.keys() == before.keys()
+
+
+def test_a_replica_built_from_pieces_withdraws_rows_of_an_attribute_seen_only_null() -> None:
+    # Found by the window's property test: the empty dictionary of an all-null attribute was never
+    # written, and the replica's withdrawal looked it up.
+    from streamdetect.checks.protocol import Batch
+    from streamdetect.detector import Detector
+    from streamdetect.model.topology import CheckConfig, TableSchema, Topology
+
+    table = TableSchema("T", ("A", "B"), ("A",), ("B",))
+    topology = Topology("t", table, (ViewDefinition("v", ("A",)),), (CheckConfig("linkage", 2),))
+    original, replica = Detector(topology), Detector(topology)
+    nulls = pl.DataFrame({"A": [None]}, schema={"A": pl.Int64})
+    original.update(Batch({"v": nulls}))
+    replica.apply_changes(original.changes())
+    replica.update(Batch(retracted={"v": nulls}))
+    assert replica.findings() == original.findings() == []
