@@ -114,6 +114,8 @@ class Detector:
                 )
             self.window = Window(topology.window)
         self.attributes = {view.name: list(view.attributes) for view in topology.views}
+        #: The batch the checks folded in last: the one given, or the window's step of it.
+        self.folded: Batch | None = None
         #: The type of each attribute as the first batch that held it gave it: later batches must agree
         #: (dictionary codes and joins are per attribute), or a check would fail half-way through.
         self.dtypes: dict[str, pl.DataType] = {}
@@ -171,6 +173,7 @@ class Detector:
         if step is not None:
             assert self.window is not None
             self.window.commit(step)
+        self.folded = folded
         return deltas
 
     def update(self, batch: Batch, progress: ProgressFactory | None = None) -> Delta[Any]:
@@ -179,6 +182,12 @@ class Detector:
         return Delta(
             tuple(f for delta in deltas for f in delta.raised), tuple(f for delta in deltas for f in delta.cleared)
         )
+
+    def present_rows(self) -> dict[str, pl.DataFrame] | None:
+        """The views' rows present (bags, as values), as the linkage check keeps them; None when it does
+        not run. O(rows kept): for a restore, not per batch."""
+        state = self.states.get("linkage")
+        return state.seen.decoded() if state is not None else None
 
     def findings(self) -> list[Any]:
         """Every open finding, per check in report order."""

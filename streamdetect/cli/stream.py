@@ -105,6 +105,14 @@ def publish(
     show_default=True,
     help="Seconds the group waits for a silent worker before giving its partitions to the others.",
 )
+@click.option(
+    "--universal-rows",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Write the universal-relation stream (the closure's joined tuples that matter to linkage) to its "
+    "topic, at most N tuples per channel; 0: off.",
+)
 @fail_cleanly
 def worker(
     topology: Path,
@@ -117,6 +125,7 @@ def worker(
     loglevel: str,
     partitions: int,
     session_timeout: float,
+    universal_rows: int,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
@@ -125,13 +134,10 @@ def worker(
     from streamdetect.stream.worker import app_id, build_app, run_worker  # noqa: PLC0415 (Faust loads only here)
 
     model = load_topology(topology)
-    prepare_worker_topics(model, bootstrap, partitions, app_id(model))
     directory = datadir or cache_dir() / "worker" / app_id(model)
     directory.mkdir(parents=True, exist_ok=True)
     metrics = WorkerMetrics()
-    if metrics_port is not None:
-        metrics.serve(metrics_port, metrics_host)
-    app = build_app(
+    app = build_app(  # checks the options against the topology before anything is created on the broker
         model,
         bootstrap,
         datadir=directory,
@@ -140,5 +146,9 @@ def worker(
         web_port=web_port,
         metrics=metrics,
         session_timeout_s=session_timeout,
+        universal_rows=universal_rows,
     )
+    prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
+    if metrics_port is not None:
+        metrics.serve(metrics_port, metrics_host)
     run_worker(app, loglevel)

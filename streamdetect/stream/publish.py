@@ -30,7 +30,7 @@ from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, Format, Publication, encode_publication
 from streamdetect.stream.security import from_environment
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
 
 Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
 
@@ -80,15 +80,19 @@ def topic_partitions(bootstrap: str, names: list[str]) -> dict[str, int]:
         admin.close()
 
 
-def prepare_worker_topics(topology: Topology, bootstrap: str, partitions: int, application: str) -> None:
+def prepare_worker_topics(
+    topology: Topology, bootstrap: str, partitions: int, application: str, *, universal: bool = False
+) -> None:
     """Before a worker starts: create the view, findings and dead-letter topics that do not exist, with
     ``partitions`` partitions (so that the workers share the reading too), and with more than one the
     route topic; refuse, with :class:`~streamdetect.stream.broker.BrokerError`, what the worker could not
     run right: view topics of several partitions for a worker of one; a route topic or state changelog of
     another partition count; the changelog of the other shape (its state would be ignored while the view
     offsets committed under it stand). ``application``: the Faust application id (changelog topics are
-    ``<id>-<table>-changelog``)."""
+    ``<id>-<table>-changelog``). ``universal``: create the universal-relation topic too."""
     create_topics(topology, bootstrap, partitions)
+    if universal:
+        _create_missing(bootstrap, {universal_topic(topology): partitions}, "streamdetect-worker")
     route = route_topic(topology)
     one, many = f"{application}-state-changelog", f"{application}-units-changelog"
     counts = topic_partitions(bootstrap, [*(view_topic(topology, v) for v in topology.views), route, one, many])

@@ -110,6 +110,35 @@ def encode_publication(publication: Publication, form: Format = "arrow") -> tupl
     return value, headers
 
 
+HEADER_CHANNEL = "streamdetect-channel"
+HEADER_LEVEL = "streamdetect-level"
+
+
+def universal_records(
+    tuples: pl.DataFrame, channel: str, level: int, publication: Publication, max_bytes: int = DEFAULT_MAX_BYTES
+) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+    """Records of the universal-relation topic: a channel's tuples that ``publication`` added (Arrow IPC
+    over the union schema, ``_channel`` and ``_level`` columns included), with the channel, its level and
+    the batch and publication time that added them as headers; halved until each fits ``max_bytes``."""
+    buffer = io.BytesIO()
+    tuples.write_ipc_stream(buffer)
+    if buffer.tell() > max_bytes and tuples.height > 1:
+        half = tuples.height // 2
+        return [
+            *universal_records(tuples.head(half), channel, level, publication, max_bytes),
+            *universal_records(tuples.slice(half), channel, level, publication, max_bytes),
+        ]
+    headers = [
+        (HEADER_CHANNEL, channel.encode()),
+        (HEADER_LEVEL, str(level).encode()),
+        (HEADER_VIEW, publication.view.encode()),
+        (HEADER_BATCH, publication.batch_id.encode()),
+        (HEADER_PUBLISHED, publication.published.isoformat().encode()),
+        (HEADER_CONTENT, CONTENT_TYPES["arrow"].encode()),
+    ]
+    return [(buffer.getvalue(), headers)]
+
+
 def _json_default(value: object) -> str:
     if isinstance(value, dt.date):
         return value.isoformat()

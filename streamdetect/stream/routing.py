@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from streamdetect.partitioning import Plan, Unit
+from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, HEADER_VIEW, DeadLetter, Headers, Publication, decode_record
 from streamdetect.stream.service import DetectorService, Outcome
 
@@ -63,9 +64,10 @@ class Units:
     unit's service wrote, possibly on another worker); a unit's service is rebuilt from them at its
     partition's first record."""
 
-    def __init__(self, plan: Plan, entries: Callable[[str], Mapping[str, bytes]]) -> None:
+    def __init__(self, plan: Plan, entries: Callable[[str], Mapping[str, bytes]], universal_rows: int = 0) -> None:
         self.plan = plan
         self.entries = entries
+        self.universal_rows = universal_rows
         self.services: dict[Unit, DetectorService] = {}
 
     def service(self, unit: Unit) -> DetectorService:
@@ -74,11 +76,18 @@ class Units:
         found = self.services.get(unit)
         if found is None:
             topology, checks = self.plan.topology_of(unit)
+            # Each identifier's units emit the channels whose first identifier is theirs: once each.
+            universal = (
+                UniversalStream(self.plan.topology, self.universal_rows, owner=unit.identifier)
+                if self.universal_rows and unit.identifier is not None
+                else None
+            )
             found = DetectorService(
                 topology,
                 checks,
                 prefix=f"{unit.name}/",
                 placement=f"partitions={self.plan.partitions}",
+                universal=universal,
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
@@ -114,6 +123,7 @@ class Units:
             merged.events += outcome.events
             merged.raised += outcome.raised
             merged.cleared += outcome.cleared
+            merged.universal += outcome.universal
         return merged
 
     def revoke(self, partitions: Iterable[int]) -> None:

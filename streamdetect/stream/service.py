@@ -24,13 +24,21 @@ from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
 from streamdetect.detector import Detector
 from streamdetect.errors import StateError, StreamdetectError
 from streamdetect.model.topology import Topology
-from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter, Publication, decode_record
+from streamdetect.relational.universal_stream import UniversalStream
+from streamdetect.stream.records import (
+    DEFAULT_MAX_BYTES,
+    DeadLetter,
+    Publication,
+    decode_record,
+    universal_records,
+)
 
 log = logging.getLogger(__name__)
 
 #: Entries of a record besides the Detector's pieces (which are ``<check>/<piece>``).
 FINGERPRINT_KEY = "meta/fingerprint"
 DTYPES_KEY = "meta/dtypes"
+UNIVERSAL_KEY = "meta/universal"
 APPLIED_PREFIX = "applied/"
 #: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
 #: message per record, not one per piece: a BP batch writes some fifty pieces).
@@ -62,6 +70,8 @@ class Outcome:
     publication: Publication | None = None
     raised: tuple[Any, ...] = ()
     cleared: tuple[Any, ...] = ()
+    #: Universal-relation records (value, headers) the record added (with ``universal_rows``).
+    universal: list[tuple[bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
 
 
 def finding_event(finding: Any, event: str, publication: Publication) -> tuple[bytes, bytes]:
@@ -90,10 +100,12 @@ class DetectorService:
         *,
         prefix: str = "",
         placement: str = "",
+        universal: UniversalStream | None = None,
     ):
         """``prefix``: of the table keys this service writes and restores from (a unit's, when several
         share one table); ``placement``: how rows were placed in this service's share (the partition
-        count), kept with the fingerprint, as a state built under another placement holds other values."""
+        count), kept with the fingerprint, as a state built under another placement holds other values;
+        ``universal``: the universal-relation stream to keep (its tuples go with each outcome)."""
         self.topology = topology
         self.detector = Detector(topology, checks)
         self.max_bytes = max_bytes
@@ -101,6 +113,8 @@ class DetectorService:
         self.fingerprint = f"{self.detector.fingerprint}@{placement}" if placement else self.detector.fingerprint
         self.applied: set[str] = set()
         self.restored = False
+        self.universal = universal
+        self.universal_state = universal.initialize() if universal is not None else None
         #: Bytes of this service's state entries in the table: restored, plus written since.
         self.state_bytes = 0
 
@@ -129,6 +143,13 @@ class DetectorService:
         if dtypes is not None:
             self.detector.dtypes = dict(frame_from_ipc(dtypes).schema)
         self.applied = {key[len(APPLIED_PREFIX) :] for key in table if key.startswith(APPLIED_PREFIX)}
+        if self.universal is not None:
+            self.universal_state = self.universal.initialize(self.detector.present_rows())
+            if UNIVERSAL_KEY in table:
+                try:
+                    self.universal.restore_counts(self.universal_state, table[UNIVERSAL_KEY])
+                except (ValueError, KeyError) as exc:
+                    raise StateError(f"the universal stream's counts cannot be read: {exc}") from None
         self.restored = True
         log.info("state restored: %d pieces, %d batches folded in", len(pieces), len(self.applied))
 
@@ -163,6 +184,12 @@ class DetectorService:
         outcome.events = [finding_event(f, "cleared", read) for f in delta.cleared]
         outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
         entries = dict(self.detector.changes())
+        if self.universal is not None and self.universal_state is not None and self.detector.folded is not None:
+            gained = self.universal.update(self.universal_state, self.detector.folded)
+            for channel, tuples in gained:
+                outcome.universal += universal_records(tuples, channel.label, channel.level, read, self.max_bytes)
+            if gained:
+                entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
         if not entries and not delta.raised and not delta.cleared:
             # Nothing changed (a unit's empty share that did not move its window's time): nothing to write.
             return outcome

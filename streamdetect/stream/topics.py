@@ -32,3 +32,9 @@ def dead_letter_topic(topology: Topology) -> str:
 def route_topic(topology: Topology) -> str:
     """Where a worker that shares its work sends each unit's rows: ``streamdetect.<topology>.route``."""
     return f"{_prefix(topology)}.route"
+
+
+def universal_topic(topology: Topology) -> str:
+    """Where the worker writes the universal-relation stream (``--universal-rows``):
+    ``streamdetect.<topology>.universal``."""
+    return f"{_prefix(topology)}.universal"

@@ -38,16 +38,17 @@ from typing import Any
 
 import faust
 
-from streamdetect.detector import Detector
-from streamdetect.errors import StateError
+from streamdetect.detector import Detector, checks_to_run
+from streamdetect.errors import StateError, TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import Plan, plan
+from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
 from streamdetect.stream.routing import Router, Units
 from streamdetect.stream.security import from_environment
 from streamdetect.stream.service import DetectorService, Outcome
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
 
 log = logging.getLogger(__name__)
 #: Why a worker stopped itself, by application (read by run_worker once the event loop is done).
@@ -74,6 +75,7 @@ class _Outputs:
         self.app = app
         self.findings = app.topic(findings_topic(topology), **_RAW)
         self.dead_letters = app.topic(dead_letter_topic(topology), **_RAW)
+        self.universal = app.topic(universal_topic(topology), **_RAW)
         self.table = table
         self.metrics = metrics
 
@@ -99,6 +101,7 @@ class _Outputs:
         so under load it committed offsets of records whose state was not yet on the broker, and a
         worker killed then lost them (measured: the two-worker test's open set differed from check's)."""
         events = [await self.findings.send(key=finding_id, value=body) for finding_id, body in outcome.events]
+        events += [await self.universal.send(value=body, headers=headers) for body, headers in outcome.universal]
         if events:
             await asyncio.gather(*events)
         changelog = self.table.changelog_topic
@@ -151,13 +154,16 @@ def build_app(
     max_bytes: int = DEFAULT_MAX_BYTES,
     metrics: WorkerMetrics | None = None,
     session_timeout_s: float = 30.0,
+    universal_rows: int = 0,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
     only, and only when ``web_port`` is given: two workers on one host would otherwise both take port
     6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`).
     ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
-    others (a killed worker's partitions wait that long)."""
+    others (a killed worker's partitions wait that long). ``universal_rows``: with more than zero, the
+    universal-relation stream is written to its topic, at most that many tuples per channel (per unit
+    with several partitions); it follows the linkage check's closure, so the topology must run linkage."""
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
@@ -185,12 +191,20 @@ def build_app(
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
     out = _Outputs(app, topology, table, metrics)
+    if universal_rows and "linkage" not in checks_to_run(topology, checks):
+        raise TopologyError(
+            "the universal-relation stream (--universal-rows) follows the linkage check's closure, "
+            "and this topology does not run linkage",
+            file=topology.path,
+            key="checks",
+        )
     if partitions == 1:
-        service = DetectorService(topology, checks, max_bytes)
+        universal = UniversalStream(topology, universal_rows) if universal_rows else None
+        service = DetectorService(topology, checks, max_bytes, universal=universal)
         _one_stage(app, topology, out, service)
         examined = service.detector
     else:
-        _two_stages(app, topology, out, plan(topology, partitions, checks), max_bytes)
+        _two_stages(app, topology, out, plan(topology, partitions, checks), max_bytes, universal_rows=universal_rows)
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
     if metrics is not None:
         metrics.examined(examined.summaries({}))
@@ -219,11 +233,13 @@ def _one_stage(app: faust.App, topology: Topology, out: _Outputs, service: Detec
             await out.settle(event, outcome)
 
 
-def _two_stages(app: faust.App, topology: Topology, out: _Outputs, split: Plan, max_bytes: int) -> None:
+def _two_stages(
+    app: faust.App, topology: Topology, out: _Outputs, split: Plan, max_bytes: int, *, universal_rows: int
+) -> None:
     topics = {view_topic(topology, view): view.name for view in topology.views}
     route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
     router = Router(split, max_bytes)
-    units = Units(split, out.entries)
+    units = Units(split, out.entries, universal_rows)
     metrics = out.metrics
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)

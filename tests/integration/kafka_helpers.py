@@ -38,13 +38,15 @@ def table1_topology(tmp_path: Path, name: str, extra: str = "") -> Path:
 class Worker:
     """``streamdetect worker`` in a subprocess (its output kept in a file, for a failing test to show)."""
 
-    def __init__(self, path: Path, bootstrap: str, home: Path, partitions: int = 1) -> None:
+    def __init__(
+        self, path: Path, bootstrap: str, home: Path, partitions: int = 1, extra: tuple[str, ...] = ()
+    ) -> None:
         name = f"worker-{time.monotonic_ns()}"
         self.log = home / f"{name}.log"
         self.metrics_port = broker.free_port()
         command = [sys.executable, "-m", "streamdetect", "worker", str(path), "--bootstrap-servers", bootstrap]
         command += ["--datadir", str(home / name), "--loglevel", "info", "--metrics-port", str(self.metrics_port)]
-        command += ["--partitions", str(partitions), "--session-timeout", "10"]
+        command += ["--partitions", str(partitions), "--session-timeout", "10", *extra]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
 

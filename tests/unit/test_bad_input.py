@@ -315,3 +315,12 @@ def test_a_window_reads_as_seconds(tmp_path: Path) -> None:
     assert load_topology(_write(tmp_path, base, {"v1.csv": V1})).window is None
     code, _, stderr = _run(_write(tmp_path, base + "window: 30d\n", {"v1.csv": V1}))
     assert code == 1, stderr  # `check` reads files as one publication: the window withdraws nothing
+
+
+def test_the_universal_stream_needs_the_linkage_check() -> None:
+    sind = Path(__file__).resolve().parents[2] / "topologies" / "sind-figure2.yaml"
+    result = CliRunner().invoke(
+        cli, ["worker", str(sind), "--universal-rows", "10", "--bootstrap-servers", "127.0.0.1:1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "follows the linkage check's closure, and this topology does not run linkage" in result.stderr
