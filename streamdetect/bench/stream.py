@@ -73,10 +73,12 @@ def run_stream(
     workers: int = 1,
     partitions: int | None = None,
     timeout_s: float = 1800.0,
+    coalesce: int = 32,
 ) -> dict[str, Any]:
     """Publish the topology's views to a fresh set of topics while ``workers`` workers of one group read
     them, the work split in ``partitions`` (default: as many as workers; the view topics get as many);
-    measure until the group has committed every record of the view (and route) topics."""
+    measure until the group has committed every record of the view (and route) topics. ``coalesce``: the
+    workers' ``--coalesce``."""
     partitions = partitions or workers
     with tempfile.TemporaryDirectory(prefix="streamdetect-bench-") as scratch:
         directory = Path(scratch)
@@ -90,11 +92,11 @@ def run_stream(
                 port = free_port()
                 command = [sys.executable, "-m", "streamdetect", "worker", str(copy), "--bootstrap-servers", bootstrap]
                 command += ["--metrics-port", str(port), "--datadir", str(directory / f"worker-{number}")]
-                command += ["--partitions", str(partitions), "--loglevel", "info"]
+                command += ["--partitions", str(partitions), "--loglevel", "info", "--coalesce", str(coalesce)]
                 with (directory / f"worker-{number}.log").open("wb") as log:
                     started.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), port))
             run = _Run(topology, views, bootstrap, started, directory, time.monotonic() + timeout_s)
-            return run.measure(batch_rows, rate, partitions)
+            return run.measure(batch_rows, rate, partitions) | {"coalesce": coalesce}
         finally:
             for worker, _ in started:
                 worker.terminate()

@@ -200,6 +200,13 @@ def incremental_command(
 @click.option(
     "--partitions", type=click.IntRange(min=1), help="Partitions the work is split in [default: one per worker]."
 )
+@click.option(
+    "--coalesce",
+    default=32,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="The workers' --coalesce: records folded together at most.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_cleanly
 def stream_command(
@@ -209,12 +216,15 @@ def stream_command(
     rate: float | None,
     workers: int,
     partitions: int | None,
+    coalesce: int,
     as_json: bool,
 ) -> None:
     """Publish TOPOLOGY's views through a broker while workers read them: rows/s, detection latency."""
     from streamdetect.bench.stream import run_stream  # noqa: PLC0415 (Kafka and Faust load only here)
 
-    outcome = run_stream(topology, bootstrap, batch_rows=batch_rows, rate=rate, workers=workers, partitions=partitions)
+    outcome = run_stream(
+        topology, bootstrap, batch_rows=batch_rows, rate=rate, workers=workers, partitions=partitions, coalesce=coalesce
+    )
     if as_json:
         click.echo(json.dumps(outcome))
         return

@@ -113,6 +113,13 @@ def publish(
     help="Write the universal-relation stream (the closure's joined tuples that matter to linkage) to its "
     "topic, at most N tuples per channel; 0: off.",
 )
+@click.option(
+    "--coalesce",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Fold up to N records that are waiting together (a backlog drains in bigger, cheaper batches).",
+)
 @fail_cleanly
 def worker(
     topology: Path,
@@ -126,6 +133,7 @@ def worker(
     partitions: int,
     session_timeout: float,
     universal_rows: int,
+    coalesce: int,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
@@ -147,6 +155,7 @@ def worker(
         metrics=metrics,
         session_timeout_s=session_timeout,
         universal_rows=universal_rows,
+        coalesce=coalesce,
     )
     prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
     if metrics_port is not None:

@@ -53,7 +53,9 @@ class WorkerMetrics:
             registry=r,
         )
         self.batch_seconds = Histogram(
-            "streamdetect_batch_processing_seconds", "Time to fold one record into the detector.", registry=r
+            "streamdetect_batch_processing_seconds",
+            "Time to fold one record, or the records taken together, into the detector.",
+            registry=r,
         )
         self.latency = Histogram(
             "streamdetect_detection_latency_seconds",
@@ -88,6 +90,10 @@ class WorkerMetrics:
         for summary in summaries:
             self.tasks.labels(summary.name, "channels").set(summary.channels)
             self.tasks.labels(summary.name, "tasks").set(summary.tasks)
+            # Series exist from the start at 0 (Prometheus' advice for known labels): a rate over them is
+            # 0, not absent, until the first finding is raised or cleared.
+            self.raised.labels(summary.name)
+            self.cleared.labels(summary.name)
 
     def record(self, outcome: Outcome, seconds: float) -> None:
         """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`), read and folded
@@ -112,10 +118,13 @@ class WorkerMetrics:
         if outcome.replayed:
             self.replayed.labels(publication.view).inc()
             return
+        if outcome.merged:  # folded with a later record of its run, which counts the run's effects
+            return
         self.batch_seconds.observe(seconds)
         written = sum(len(piece) for piece in outcome.writes.values())
         self.state_bytes.inc(written)
-        self.findings(outcome.raised, outcome.cleared, publication.published)
+        # Latency runs from the earliest record folded in with this one (an upper bound when several were).
+        self.findings(outcome.raised, outcome.cleared, outcome.earliest or publication.published)
 
     def findings(self, raised: Iterable[Any], cleared: Iterable[Any], published: dt.datetime) -> None:
         """Count a batch's raised and cleared findings, keep the open ones' gauge, observe the latency."""

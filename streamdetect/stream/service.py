@@ -58,6 +58,10 @@ def unpack_entries(data: bytes) -> dict[str, bytes]:
     return dict(zip(frame.get_column("key").to_list(), frame.get_column("value").to_list(), strict=True))
 
 
+#: A record as the worker reads it: value, headers, and the view its topic carries (None: a header says).
+Item = tuple[bytes | None, Sequence[tuple[str, bytes]], str | None]
+
+
 @dataclass
 class Outcome:
     """What one record led to: table writes, finding events (key, JSON value), or a dead letter."""
@@ -70,14 +74,21 @@ class Outcome:
     publication: Publication | None = None
     raised: tuple[Any, ...] = ()
     cleared: tuple[Any, ...] = ()
+    #: Folded in one Detector update with later records of its run (whose outcome carries the effects).
+    merged: bool = False
+    #: The earliest publication time of the records folded with this one (detection latency runs from it).
+    earliest: dt.datetime | None = None
     #: Universal-relation records (value, headers) the record added (with ``universal_rows``).
     universal: list[tuple[bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
 
 
-def finding_event(finding: Any, event: str, publication: Publication) -> tuple[bytes, bytes]:
+def finding_event(
+    finding: Any, event: str, publication: Publication, batches: Sequence[str] | None = None
+) -> tuple[bytes, bytes]:
     """A findings-topic record: keyed by the finding's stable id; the report-format body, whether it was
-    raised or cleared, and the publication (time, batch, view) of the record that raised or cleared it."""
-    body = {
+    raised or cleared, and the publication (time, batch, view) of the record that raised or cleared it
+    (with several records folded together, the last of them; ``batches`` lists them all)."""
+    body: dict[str, Any] = {
         "event": event,
         "id": finding.id,
         "check": finding.check,
@@ -86,6 +97,8 @@ def finding_event(finding: Any, event: str, publication: Publication) -> tuple[b
         "view": publication.view,
         "finding": finding.to_dict(),
     }
+    if batches:
+        body["batches"] = list(batches)
     return finding.id.encode(), json.dumps(body, separators=(",", ":"), default=str).encode()
 
 
@@ -112,6 +125,8 @@ class DetectorService:
         self.prefix = prefix
         self.fingerprint = f"{self.detector.fingerprint}@{placement}" if placement else self.detector.fingerprint
         self.applied: set[str] = set()
+        #: State entries written (restored and since): the next entry's number.
+        self.written = 0
         self.restored = False
         self.universal = universal
         self.universal_state = universal.initialize() if universal is not None else None
@@ -124,11 +139,11 @@ class DetectorService:
         checks or thresholds."""
         records = self.prefix + RECORD_PREFIX
         self.state_bytes = sum(len(value) for key, value in table.items() if key.startswith(records))
-        table = {
-            name: value
-            for key in sorted(key for key in table if key.startswith(records))
-            for name, value in unpack_entries(table[key]).items()
-        }
+        written = [key for key in table if key.startswith(records)]
+        # The next number follows the highest written (entries of a run hold several batch ids).
+        self.written = max((int(key[len(records) :]) for key in written), default=-1) + 1
+        entries = [unpack_entries(table[key]) for key in sorted(written)]
+        table = {name: value for entry in entries for name, value in entry.items()}
         fingerprint = table.get(FINGERPRINT_KEY)
         if fingerprint is not None and fingerprint.decode() != self.fingerprint:
             raise StateError(
@@ -136,8 +151,10 @@ class DetectorService:
                 f"partition count (fingerprint {fingerprint.decode()!r}, expected {self.fingerprint!r}): give "
                 "this topology another name, or delete the application's changelog topics to start afresh"
             )
-        pieces = {key: value for key, value in table.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
-        self.detector.apply_changes(pieces)
+        pieces = 0
+        for segment in _segments(entries):
+            pieces += len(segment)
+            self.detector.apply_changes(segment)
         self.detector.changes()  # what the table holds is written already
         dtypes = table.get(DTYPES_KEY)
         if dtypes is not None:
@@ -151,7 +168,7 @@ class DetectorService:
                 except (ValueError, KeyError) as exc:
                     raise StateError(f"the universal stream's counts cannot be read: {exc}") from None
         self.restored = True
-        log.info("state restored: %d pieces, %d batches folded in", len(pieces), len(self.applied))
+        log.info("state restored: %d pieces, %d batches folded in", pieces, len(self.applied))
 
     def handle(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], view: str | None) -> Outcome:
         """Fold one record in (atomically: a batch the Detector refuses changes nothing and is a dead
@@ -173,16 +190,66 @@ class DetectorService:
         """Fold a publication already read in (:meth:`handle` without the reading)."""
         if read.batch_id in self.applied:
             return Outcome(replayed=True, publication=read)
-        batch = _batch(read)
-        known = dict(self.detector.dtypes)
         try:
-            delta = self.detector.update(batch)
+            return self._fold([read], _batch(read))
         except StreamdetectError as refused:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
-        outcome = Outcome(publication=read, raised=delta.raised, cleared=delta.cleared)
-        outcome.events = [finding_event(f, "cleared", read) for f in delta.cleared]
-        outcome.events += [finding_event(f, "raised", read) for f in delta.raised]
+
+    def handle_many(
+        self, records: Sequence[tuple[bytes | None, Sequence[tuple[str, bytes]], str | None]]
+    ) -> list[Outcome]:
+        """Fold several records (value, headers, view) in as few Detector updates as their order allows
+        (:func:`runs`): one outcome per record, in order. A run's outcome (its events, writes, findings)
+        is the last record's; the others of the run are ``merged`` into it. A run the Detector refuses
+        whole is folded record by record, so a bad record is a dead letter and the others go in."""
+        outcomes: list[Outcome] = []
+        reads: list[tuple[int, Publication]] = []
+        for value, headers, view in records:
+            read = decode_record(self.topology, value, headers, view=view, max_bytes=self.max_bytes)
+            outcomes.append(Outcome(dead=read) if isinstance(read, DeadLetter) else Outcome(publication=read))
+            if not isinstance(read, DeadLetter):
+                reads.append((len(outcomes) - 1, read))
+        where = {id(read): position for position, read in reads}
+        for run in runs([read for _, read in reads], windowed=self.detector.window is not None):
+            for read, outcome in zip(run, self.fold_run(run), strict=True):
+                outcomes[where[id(read)]] = outcome
+        return outcomes
+
+    def fold_run(self, run: Sequence[Publication]) -> list[Outcome]:
+        """Fold the publications of one run (:func:`runs`) in one Detector update; one outcome each (the
+        last carries the run's events and writes). Falls back to one update per publication when the
+        Detector refuses the run whole."""
+        fresh: list[Publication] = []  # publications compare by identity here (their rows are frames)
+        for read in run:
+            if read.batch_id not in self.applied and all(read.batch_id != other.batch_id for other in fresh):
+                fresh.append(read)
+        taken = {id(read) for read in fresh}
+        if len(fresh) <= 1:
+            return [self.fold(read) if id(read) in taken else Outcome(replayed=True, publication=read) for read in run]
+        try:
+            folded = self._fold(fresh, merged_batch(fresh))
+        except (StreamdetectError, pl.exceptions.PolarsError):  # one record spoils the run: one by one
+            return [self.fold(read) for read in run]
+        last = id(fresh[-1])
+        return [
+            folded
+            if id(read) == last
+            else Outcome(publication=read, merged=id(read) in taken, replayed=id(read) not in taken)
+            for read in run
+        ]
+
+    def _fold(self, reads: Sequence[Publication], batch: Batch) -> Outcome:
+        """Fold ``batch`` (the rows of ``reads``) in; the findings it raised and cleared are attributed to
+        the last of ``reads``. Raises what the Detector raises, having changed nothing."""
+        read = reads[-1]
+        known = dict(self.detector.dtypes)
+        delta = self.detector.update(batch)
+        earliest = min(r.published for r in reads)
+        outcome = Outcome(publication=read, raised=delta.raised, cleared=delta.cleared, earliest=earliest)
+        batches = [r.batch_id for r in reads] if len(reads) > 1 else None
+        outcome.events = [finding_event(f, "cleared", read, batches) for f in delta.cleared]
+        outcome.events += [finding_event(f, "raised", read, batches) for f in delta.raised]
         entries = dict(self.detector.changes())
         if self.universal is not None and self.universal_state is not None and self.detector.folded is not None:
             gained = self.universal.update(self.universal_state, self.detector.folded)
@@ -197,12 +264,65 @@ class DetectorService:
             entries[FINGERPRINT_KEY] = self.fingerprint.encode()
         if self.detector.dtypes != known:
             entries[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
-        entries[APPLIED_PREFIX + read.batch_id] = dt.datetime.now(dt.UTC).isoformat().encode()
-        # Records are numbered in the order they were folded in (each has one batch id): restore replays them so.
-        outcome.writes = {f"{self.prefix}{RECORD_PREFIX}{len(self.applied):012d}": pack_entries(entries)}
+        stamp = dt.datetime.now(dt.UTC).isoformat().encode()
+        entries |= {APPLIED_PREFIX + r.batch_id: stamp for r in reads}
+        # Entries are numbered in the order they were written: restore replays them so.
+        outcome.writes = {f"{self.prefix}{RECORD_PREFIX}{self.written:012d}": pack_entries(entries)}
+        self.written += 1
         self.state_bytes += sum(len(piece) for piece in outcome.writes.values())
-        self.applied.add(read.batch_id)
+        self.applied.update(r.batch_id for r in reads)
         return outcome
+
+
+def _segments(entries: Sequence[Mapping[str, bytes]]) -> list[dict[str, bytes]]:
+    """The Detector's pieces of the table's entries (in the order written), in as few applications as
+    keep their order: a withdrawal's pieces (``.../unlinked/...``: drop pairs, then append) are applied
+    after everything written before them and before anything written after, as appending positions
+    restart below earlier ones once pairs are dropped. Pieces of the other entries are gathered."""
+    segments: list[dict[str, bytes]] = [{}]
+    for entry in entries:
+        pieces = {key: value for key, value in entry.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
+        if any("/unlinked/" in key for key in pieces):
+            segments += [pieces, {}]
+        else:
+            segments[-1].update(pieces)
+    return [segment for segment in segments if segment]
+
+
+def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[Publication]]:
+    """Consecutive publications that one Detector update may fold together, in order: a batch applies
+    its withdrawals before its additions, so a withdrawal from a view that the run added to starts a new
+    run (it could withdraw those very rows); with a time window, so does another publication time (a
+    batch has one). O(len(reads))."""
+    out: list[list[Publication]] = []
+    current: list[Publication] = []
+    added: set[str] = set()
+    for read in reads:
+        if current and (
+            (read.op == "retract" and read.view in added) or (windowed and read.published != current[-1].published)
+        ):
+            out.append(current)
+            current, added = [], set()
+        current.append(read)
+        if read.op == "add":
+            added.add(read.view)
+    if current:
+        out.append(current)
+    return out
+
+
+def merged_batch(reads: Sequence[Publication]) -> Batch:
+    """One batch of several publications' rows (a view's frames stacked; frames of one view must have
+    the same schema, else polars raises); published at the latest of their times."""
+    views: dict[str, list[pl.DataFrame]] = {}
+    retracted: dict[str, list[pl.DataFrame]] = {}
+    for read in reads:
+        (retracted if read.op == "retract" else views).setdefault(read.view, []).append(read.rows)
+    return Batch(
+        views={view: pl.concat(frames, how="vertical") for view, frames in views.items()},
+        retracted={view: pl.concat(frames, how="vertical") for view, frames in retracted.items()},
+        published=max(read.published for read in reads).timestamp(),
+    )
 
 
 def _batch(read: Publication) -> Batch:

@@ -155,6 +155,8 @@ def build_app(
     metrics: WorkerMetrics | None = None,
     session_timeout_s: float = 30.0,
     universal_rows: int = 0,
+    coalesce: int = 32,
+    coalesce_wait_s: float = 0.05,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
@@ -163,7 +165,11 @@ def build_app(
     ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
     others (a killed worker's partitions wait that long). ``universal_rows``: with more than zero, the
     universal-relation stream is written to its topic, at most that many tuples per channel (per unit
-    with several partitions); it follows the linkage check's closure, so the topology must run linkage."""
+    with several partitions); it follows the linkage check's closure, so the topology must run linkage.
+    ``coalesce``: at most that many records taken together (those already waiting, or arriving within
+    ``coalesce_wait_s``) and folded in as few Detector updates as their order allows
+    (:meth:`DetectorService.handle_many`): a worker with a backlog folds bigger batches, which cost
+    far less per row; a quiet stream is folded record by record after at most ``coalesce_wait_s``."""
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
@@ -201,7 +207,7 @@ def build_app(
     if partitions == 1:
         universal = UniversalStream(topology, universal_rows) if universal_rows else None
         service = DetectorService(topology, checks, max_bytes, universal=universal)
-        _one_stage(app, topology, out, service)
+        _one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s)
         examined = service.detector
     else:
         _two_stages(app, topology, out, plan(topology, partitions, checks), max_bytes, universal_rows=universal_rows)
@@ -211,26 +217,33 @@ def build_app(
     return app
 
 
-def _one_stage(app: faust.App, topology: Topology, out: _Outputs, service: DetectorService) -> None:
+def _one_stage(
+    app: faust.App, topology: Topology, out: _Outputs, service: DetectorService, *, coalesce: int, wait_s: float
+) -> None:
     topics = {view_topic(topology, view): view.name for view in topology.views}
     metrics = out.metrics
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
+        # take_events acks the events it yields once the loop's body is done with them: their offsets
+        # are committed after their effects are delivered (settle), as one event at a time would be.
+        async for events in stream.take_events(coalesce, within=wait_s):  # type: ignore[attr-defined]  # on Stream, not in StreamT
             if not service.restored:
                 try:
                     service.restore(out.entries())
                 except StateError as refused:
                     out.refuse(refused)
                     return
-            message = event.message
             began = time.perf_counter()
-            outcome = service.handle(event.value, list(message.headers or ()), topics.get(message.topic))
+            items = [(e.value, list(e.message.headers or ()), topics.get(e.message.topic)) for e in events]
+            outcomes = service.handle_many(items)
+            elapsed = time.perf_counter() - began
+            for event, outcome in zip(events, outcomes, strict=True):
+                if metrics is not None:
+                    metrics.record(outcome, elapsed)
+                await out.settle(event, outcome)
             if metrics is not None:
-                metrics.record(outcome, time.perf_counter() - began)
                 metrics.state_size.set(service.state_bytes)
-            await out.settle(event, outcome)
 
 
 def _two_stages(

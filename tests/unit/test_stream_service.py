@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +13,7 @@ import streamdetect
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.stream.records import Publication, encode_publication
-from streamdetect.stream.service import FINGERPRINT_KEY, DetectorService, open_findings, pack_entries
+from streamdetect.stream.service import FINGERPRINT_KEY, DetectorService, open_findings, pack_entries, runs
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEN = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
@@ -78,3 +79,77 @@ def test_open_findings_fold_raised_and_cleared_events_in_order() -> None:
 
     folded = open_findings([event("raised", "a"), event("raised", "b"), event("raised", "a"), event("cleared", "b")])
     assert list(folded) == ["a"]
+
+
+def _table1_records(views: dict[str, pl.DataFrame]) -> list[tuple[bytes, list[tuple[str, bytes]], None]]:
+    """Table 1 row by row, a replay, Dan's withdrawal and return, and one unreadable record."""
+    items = [
+        (*_record(name, frame.slice(position, 1), f"{name}-{position}"), None)
+        for name, frame in views.items()
+        for position in range(frame.height)
+    ]
+    dan = views["v2"].filter(pl.col("Name") == "Dan")
+    items.insert(3, (*_record("v1", views["v1"].head(1), "v1-0"), None))  # a replay within the stream
+    items += [(*_record("v2", dan, "withdraw-dan", op="retract"), None)]
+    items += [(b"not arrow", _record("v2", dan, "poison")[1], None)]
+    items += [(*_record("v2", dan, "dan-back"), None)]
+    items += [(*_record("v2", dan, "withdraw-twice", op="retract"), None)]
+    items += [(*_record("v2", dan, "withdraw-again", op="retract"), None)]  # not published any more
+    return items
+
+
+@pytest.mark.parametrize("group", [1, 2, 3, 5, 50])
+def test_records_taken_together_end_where_one_by_one_ends(group: int) -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    items = _table1_records(views)
+    one = DetectorService(topology)
+    one.restore({})
+    alone = [one.handle(*item) for item in items]
+    many = DetectorService(topology)
+    many.restore({})
+    taken = [outcome for at in range(0, len(items), group) for outcome in many.handle_many(items[at : at + group])]
+    assert [f.id for f in many.detector.findings()] == [f.id for f in one.detector.findings()]
+    events = [value for outcome in taken for _, value in outcome.events]
+    assert set(open_findings(events)) == {f.id for f in one.detector.findings()}
+    # The same records are dead letters, with the same reasons, and the same are replays.
+    assert [o.dead.reason if o.dead else None for o in taken] == [o.dead.reason if o.dead else None for o in alone]
+    assert [o.replayed for o in taken] == [o.replayed for o in alone]
+    if group > 1:
+        assert any(o.merged for o in taken)
+    # A replacement restored from what the grouped service wrote skips every batch it folded in.
+    table = {key: value for outcome in taken for key, value in outcome.writes.items()}
+    again = DetectorService(topology)
+    again.restore(table)
+    assert [f.id for f in again.detector.findings()] == [f.id for f in one.detector.findings()]
+    assert all(o.replayed or o.dead for o in again.handle_many(items))
+
+
+def test_a_run_attributes_its_findings_to_its_last_record_and_lists_them_all() -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    service = DetectorService(topology)
+    service.restore({})
+    outcomes = service.handle_many(
+        [(*_record("v1", views["v1"], "b1"), None), (*_record("v2", views["v2"], "b2"), None)]
+    )
+    assert outcomes[0].merged
+    assert outcomes[0].events == []
+    assert outcomes[0].writes == {}
+    bodies = [json.loads(value) for _, value in outcomes[1].events]
+    assert {(body["batch"], tuple(body["batches"])) for body in bodies} == {("b2", ("b1", "b2"))}
+    assert len(outcomes[1].writes) == 1  # one state entry for the run
+
+
+def test_runs_break_where_a_withdrawal_could_take_rows_the_run_added() -> None:
+    rows = pl.DataFrame({"A": [1]})
+    later = WHEN + dt.timedelta(seconds=1)
+    reads = [
+        Publication("v1", "add", "a", WHEN, rows),
+        Publication("v2", "retract", "b", WHEN, rows),  # another view: same run
+        Publication("v2", "add", "c", WHEN, rows),
+        Publication("v1", "retract", "d", WHEN, rows),  # v1 was added in this run: a new run
+        Publication("v1", "add", "e", later, rows),
+    ]
+    assert [[r.batch_id for r in run] for run in runs(reads)] == [["a", "b", "c"], ["d", "e"]]
+    assert [[r.batch_id for r in run] for run in runs(reads, windowed=True)] == [["a", "b", "c"], ["d"], ["e"]]
