@@ -139,10 +139,11 @@ class DetectorService:
         checks or thresholds."""
         records = self.prefix + RECORD_PREFIX
         self.state_bytes = sum(len(value) for key, value in table.items() if key.startswith(records))
-        written = [key for key in table if key.startswith(records)]
-        # The next number follows the highest written (entries of a run hold several batch ids).
-        self.written = max((int(key[len(records) :]) for key in written), default=-1) + 1
-        entries = [unpack_entries(table[key]) for key in sorted(written)]
+        numbered = {key[len(records) :]: value for key, value in table.items() if key.startswith(records)}
+        written = _whole_entries(numbered)
+        # The next number follows the highest written, an incomplete entry's included (its chunks stay).
+        self.written = max((int(key.partition(".")[0]) for key in numbered), default=-1) + 1
+        entries = [unpack_entries(written[number]) for number in sorted(written)]
         table = {name: value for entry in entries for name, value in entry.items()}
         fingerprint = table.get(FINGERPRINT_KEY)
         if fingerprint is not None and fingerprint.decode() != self.fingerprint:
@@ -267,11 +268,45 @@ class DetectorService:
         stamp = dt.datetime.now(dt.UTC).isoformat().encode()
         entries |= {APPLIED_PREFIX + r.batch_id: stamp for r in reads}
         # Entries are numbered in the order they were written: restore replays them so.
-        outcome.writes = {f"{self.prefix}{RECORD_PREFIX}{self.written:012d}": pack_entries(entries)}
+        outcome.writes = _chunked(
+            f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes
+        )
         self.written += 1
         self.state_bytes += sum(len(piece) for piece in outcome.writes.values())
         self.applied.update(r.batch_id for r in reads)
         return outcome
+
+
+def _chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:
+    """One table entry, or, when it exceeds ``limit`` bytes (a Kafka record's size), its bytes in chunks
+    ``<key>.<i>-<count>``: restore takes an entry only when every chunk of it is there (a worker killed
+    between chunks leaves an incomplete entry, ignored, and its records are folded again)."""
+    size = max(limit - 1024, 1024)  # room for the key and the record's overhead
+    if len(packed) <= size:
+        return {key: packed}
+    count = -(-len(packed) // size)
+    return {f"{key}.{i:04d}-{count:04d}": packed[i * size : (i + 1) * size] for i in range(count)}
+
+
+def _whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
+    """The table's entries by number (keys without the prefix: ``<n>`` or chunks ``<n>.<i>-<count>``),
+    chunks put back together; an entry with a chunk missing is left out."""
+    whole: dict[int, bytes] = {}
+    chunks: dict[int, dict[int, tuple[int, bytes]]] = {}
+    for key, value in written.items():
+        digits, _, chunk = key.partition(".")
+        if not chunk:
+            whole[int(digits)] = value
+            continue
+        index, _, total = chunk.partition("-")
+        chunks.setdefault(int(digits), {})[int(index)] = (int(total), value)
+    for number, parts in chunks.items():
+        count = next(iter(parts.values()))[0]
+        if sorted(parts) == list(range(count)):
+            whole[number] = b"".join(parts[i][1] for i in range(count))
+        else:
+            log.warning("state entry %d is incomplete (%d of %d chunks): left out", number, len(parts), count)
+    return whole
 
 
 def _segments(entries: Sequence[Mapping[str, bytes]]) -> list[dict[str, bytes]]:

@@ -153,3 +153,28 @@ def test_runs_break_where_a_withdrawal_could_take_rows_the_run_added() -> None:
     ]
     assert [[r.batch_id for r in run] for run in runs(reads)] == [["a", "b", "c"], ["d", "e"]]
     assert [[r.batch_id for r in run] for run in runs(reads, windowed=True)] == [["a", "b", "c"], ["d"], ["e"]]
+
+
+def test_an_entry_bigger_than_a_record_is_written_in_chunks_and_restored_only_whole() -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    items = [(*_record(name, frame, f"{name}-all"), None) for name, frame in views.items()]
+    service = DetectorService(topology, max_bytes=4096)
+    service.restore({})
+    outcomes = service.handle_many(items)
+    table = {key: value for outcome in outcomes for key, value in outcome.writes.items()}
+    assert len(table) > 1
+    assert all(len(value) <= 4096 for value in table.values())
+    again = DetectorService(topology, max_bytes=4096)
+    again.restore(table)
+    assert [f.id for f in again.detector.findings()] == [f.id for f in service.detector.findings()]
+    # A worker killed between chunks: the entry is left out, and its records are folded again.
+    partial = dict(table)
+    del partial[sorted(partial)[-1]]
+    broken = DetectorService(topology, max_bytes=4096)
+    broken.restore(partial)
+    assert broken.detector.findings() == []
+    refolded = broken.handle_many(items)
+    assert not any(o.replayed for o in refolded)
+    assert [f.id for f in broken.detector.findings()] == [f.id for f in service.detector.findings()]
+    assert not set(refolded[-1].writes) & set(table)  # a new entry number: no chunk of the old one reused
