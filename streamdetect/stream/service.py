@@ -258,9 +258,6 @@ class DetectorService:
                 outcome.universal += universal_records(tuples, channel.label, channel.level, read, self.max_bytes)
             if gained:
                 entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
-        if not entries and not delta.raised and not delta.cleared:
-            # Nothing changed (a unit's empty share that did not move its window's time): nothing to write.
-            return outcome
         if not self.applied:
             entries[FINGERPRINT_KEY] = self.fingerprint.encode()
         if self.detector.dtypes != known:
