@@ -102,13 +102,14 @@ class Detector:
         }
         self.states: dict[str, Any] = {name: check.initialize() for name, check in self.checks.items()}
         self.fingerprint = fingerprint(topology, self.checks, max_level)
+        #: The checks that refuse withdrawn rows (a window withdraws the rows that leave it).
+        self.unwithdrawable = [name for name, check in self.checks.items() if not check.properties.retractions]
         self.window: Window | None = None
         if topology.window is not None:
-            refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
-            if refusing:
+            if self.unwithdrawable:
                 raise TopologyError(
-                    f"a window withdraws the rows that leave it, and the {', '.join(refusing)} check(s) do not "
-                    "take withdrawn rows yet: remove the window or those checks",
+                    f"a window withdraws the rows that leave it, and the {', '.join(self.unwithdrawable)} "
+                    "check(s) do not take withdrawn rows yet: remove the window or those checks",
                     file=topology.path,
                     key="window",
                 )
@@ -131,10 +132,9 @@ class Detector:
         self._validate_shape(batch)
         step = self.window.step(batch, self.attributes) if self.window is not None else None
         folded = step.batch if step is not None else batch
-        if folded.retracts:
-            refusing = [name for name, check in self.checks.items() if not check.properties.retractions]
-            if refusing:
-                raise UnsupportedCase(f"batch: the {', '.join(refusing)} check(s) do not take retracted rows yet")
+        if folded.retracts and self.unwithdrawable:
+            refusing = ", ".join(self.unwithdrawable)
+            raise UnsupportedCase(f"batch: the {refusing} check(s) do not take retracted rows yet")
         for name, check in self.checks.items():
             problem = check.validate(self.states[name], folded)
             if problem is not None:
@@ -142,12 +142,12 @@ class Detector:
         return folded, step
 
     def _validate_shape(self, batch: Batch) -> None:
-        attributes = {view.name: set(view.attributes) for view in self.topology.views}
+        attributes = self.attributes
         for kind, frames in (("rows", batch.views), ("retracted rows", batch.retracted)):
             for name, frame in frames.items():
                 if name not in attributes:
                     raise TopologyError(f"batch: {kind} of unknown view {name!r}", file=self.topology.path)
-                if set(frame.columns) != attributes[name]:
+                if set(frame.columns) != set(attributes[name]):
                     raise TopologyError(
                         f"batch: {kind} of view {name!r} have columns {', '.join(frame.columns)}; "
                         f"the view has {', '.join(sorted(attributes[name]))}",
@@ -215,10 +215,7 @@ class Detector:
         by_check: dict[str, dict[str, bytes]] = {}
         for key, piece in pieces.items():
             name, _, rest = key.partition("/")
-            if name == WINDOW_KEY and self.window is not None:
-                by_check.setdefault(name, {})[rest] = piece
-                continue
-            if name not in self.checks:
+            if name not in self.checks and (name != WINDOW_KEY or self.window is None):
                 raise StateError(f"state piece {key!r} belongs to no check run here")
             by_check.setdefault(name, {})[rest] = piece
         try:

@@ -175,7 +175,7 @@ class Window:
                 self.publications[int(key)] = _from_piece(piece)
             else:
                 self.publications.pop(int(key), None)
-        self.order = sorted((publication.time, number) for number, publication in self.publications.items())
+        self.order = _order(self.publications)
 
     def to_document(self) -> dict[str, Any]:
         """The whole window, for a snapshot."""
@@ -196,8 +196,13 @@ class Window:
         window = cls(seconds, now=document["now"], next_number=int(document["next"]))
         for number, time, view, text in document["publications"]:
             window.publications[int(number)] = Publication(float(time), str(view), frame_from_text(text))
-        window.order = sorted((publication.time, number) for number, publication in window.publications.items())
+        window.order = _order(window.publications)
         return window
+
+
+def _order(publications: Mapping[int, Publication]) -> list[tuple[float, int]]:
+    """(time, number) of each publication, sorted: the window's order (those leaving first)."""
+    return sorted((publication.time, number) for number, publication in publications.items())
 
 
 def _take_oldest(

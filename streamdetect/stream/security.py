@@ -27,6 +27,7 @@ import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +128,14 @@ class KafkaSecurity:
                 f"SSL files are set but {PREFIX}SECURITY_PROTOCOL is {protocol}: use SSL or SASL_SSL, "
                 "or unset the SSL variables"
             )
-        security.ssl_context()  # load the files now: a bad certificate is a start-up error
+        _ = security.ssl_context  # load the files now: a bad certificate is a start-up error
         return security
 
+    @cached_property
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of SSL and SASL_SSL (None otherwise): the CA file or the system's CAs, the client
-        certificate when given, hostname checking unless turned off."""
+        certificate when given, hostname checking unless turned off. Built once: kafka-python and Faust
+        get the same context."""
         if not self.tls:
             return None
         try:
@@ -157,7 +160,7 @@ class KafkaSecurity:
                 "sasl_plain_password": self.password,
             }
         if self.tls:
-            settings["ssl_context"] = self.ssl_context()
+            settings["ssl_context"] = self.ssl_context
         return settings
 
     def faust_credentials(self) -> Any:
@@ -169,11 +172,11 @@ class KafkaSecurity:
             return SASLCredentials(
                 username=self.username,
                 password=self.password,
-                ssl_context=self.ssl_context(),
+                ssl_context=self.ssl_context,
                 mechanism=self.mechanism,
             )
         if self.tls:
-            return SSLCredentials(self.ssl_context())
+            return SSLCredentials(self.ssl_context)
         return None
 
 

@@ -182,7 +182,7 @@ class DetectorService:
     def refusal(self, read: Publication) -> DeadLetter | None:
         """Why the Detector would refuse the publication (changes nothing), or None."""
         try:
-            self.detector.validate(_batch(read))
+            self.detector.validate(merged_batch([read]))
         except StreamdetectError as refused:
             return DeadLetter("refused", _refusal(str(refused)))
         return None
@@ -192,14 +192,12 @@ class DetectorService:
         if read.batch_id in self.applied:
             return Outcome(replayed=True, publication=read)
         try:
-            return self._fold([read], _batch(read))
+            return self._fold([read], merged_batch([read]))
         except StreamdetectError as refused:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
 
-    def handle_many(
-        self, records: Sequence[tuple[bytes | None, Sequence[tuple[str, bytes]], str | None]]
-    ) -> list[Outcome]:
+    def handle_many(self, records: Sequence[Item]) -> list[Outcome]:
         """Fold several records (value, headers, view) in as few Detector updates as their order allows
         (:func:`runs`): one outcome per record, in order. A run's outcome (its events, writes, findings)
         is the last record's; the others of the run are ``merged`` into it. A run the Detector refuses
@@ -344,7 +342,7 @@ def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[P
 
 
 def merged_batch(reads: Sequence[Publication]) -> Batch:
-    """One batch of several publications' rows (a view's frames stacked; frames of one view must have
+    """One batch of one or more publications' rows (a view's frames stacked; frames of one view must have
     the same schema, else polars raises); published at the latest of their times."""
     views: dict[str, list[pl.DataFrame]] = {}
     retracted: dict[str, list[pl.DataFrame]] = {}
@@ -355,13 +353,6 @@ def merged_batch(reads: Sequence[Publication]) -> Batch:
         retracted={view: pl.concat(frames, how="vertical") for view, frames in retracted.items()},
         published=max(read.published for read in reads).timestamp(),
     )
-
-
-def _batch(read: Publication) -> Batch:
-    published = read.published.timestamp()
-    if read.op == "retract":
-        return Batch(retracted={read.view: read.rows}, published=published)
-    return Batch(views={read.view: read.rows}, published=published)
 
 
 def _refusal(message: str) -> str:
