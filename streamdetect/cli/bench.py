@@ -20,6 +20,7 @@ from rich.table import Table
 
 from streamdetect.bench.adult import ADULT_ROWS
 from streamdetect.bench.bp import generate_bp, write_bp
+from streamdetect.bench.fragmentation import time_fragmentation
 from streamdetect.bench.incremental import run_incremental
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.cli.stream import BOOTSTRAP
@@ -127,6 +128,37 @@ def run_command(
         )
         if baseline["agrees"] is not None:
             console.print(f"DuckDB findings {'agree' if baseline['agrees'] else 'DISAGREE'} with streamdetect's")
+
+
+@bench.command("fragment")
+@click.option(
+    "--attributes", default=40, show_default=True, type=click.IntRange(min=4), help="Attributes of the schema."
+)
+@click.option(
+    "--constraints", default=8, show_default=True, type=click.IntRange(min=0), help="Confidentiality constraints."
+)
+@click.option(
+    "--requirements", default=8, show_default=True, type=click.IntRange(min=1), help="Visibility requirements."
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the generated problem.")
+@click.option("--repeat", default=5, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def fragment_command(
+    attributes: int, constraints: int, requirements: int, seed: int, repeat: int, as_json: bool
+) -> None:
+    """Time `fragment` (SAT encoding and solving) on a generated problem with a planted solution, at the
+    scales of De Capitani di Vimercati et al., Appendix B (40 attributes with 16 constraints and
+    requirements; 2,500 with 2,000)."""
+    outcome = time_fragmentation(attributes, constraints, requirements, repeat=repeat, seed=seed)
+    if as_json:
+        click.echo(json.dumps(outcome))
+        return
+    seconds = outcome["seconds"]
+    click.echo(
+        f"{attributes:,} attributes, {constraints:,} constraints, {requirements:,} requirements (seed {seed}): "
+        f"{outcome['fragments']} fragment(s) after trying {outcome['tried']}; median {seconds['median'] * 1000:.1f} ms "
+        f"(min {seconds['min'] * 1000:.1f}, max {seconds['max'] * 1000:.1f}) over {repeat} run(s)"
+    )
 
 
 @bench.command("incremental")

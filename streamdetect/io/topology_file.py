@@ -7,9 +7,9 @@ Validation happens once, here, at the boundary; every error names the file, the 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -21,16 +21,19 @@ from streamdetect.model.topology import (
     MAX_K,
     AttributeType,
     CheckConfig,
+    FragmentationSpec,
     FunctionalDependency,
     TableSchema,
     Topology,
     ViewDefinition,
 )
+from streamdetect.model.visibility import VisibilityRequirement, attributes_in, parse_visibility
 
+T = TypeVar("T")
 #: Checks this version implements, with their default ``k`` (the registry's).
 SUPPORTED_CHECKS: Mapping[str, int] = {name: registration.default_k for name, registration in REGISTRY.items()}
 
-_TOP_KEYS = {"name", "table", "views", "checks", "window"}
+_TOP_KEYS = {"name", "table", "views", "checks", "window", "fragmentation"}
 #: A ``window``: a positive number and a unit, seconds to weeks.
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -197,15 +200,29 @@ def _dependencies(ctx: _Context, raw: Any, attributes: Sequence[str]) -> tuple[F
     return tuple(dependencies)
 
 
-def _where(ctx: _Context, raw: Any, key: str, table: TableSchema) -> Predicate:
-    text = ctx.text(raw, key)
+def _parsed(
+    ctx: _Context,
+    key: str,
+    text: str,
+    grammar: tuple[Callable[[str], T], Callable[[T], Iterable[str]]],
+    table: TableSchema,
+) -> T:
+    """``text`` parsed by ``grammar`` (its parser and the attribute names of a tree), every attribute
+    named checked against the table; a syntax error or an unknown attribute names ``key``."""
+    parse, names = grammar
     try:
-        predicate = parse_predicate(text)
+        tree = parse(text)
     except PredicateError as exc:
         raise ctx.fail(key, f"bad expression {text!r}: {exc}") from None
-    for name in attributes_of(predicate):
+    for name in names(tree):
         if name not in table.attributes:
             raise ctx.fail(key, f"unknown attribute {name!r} in {text!r}")
+    return tree
+
+
+def _where(ctx: _Context, raw: Any, key: str, table: TableSchema) -> Predicate:
+    text = ctx.text(raw, key)
+    predicate = _parsed(ctx, key, text, (parse_predicate, attributes_of), table)
     for name, value in literals_of(predicate):
         if table.types.get(name) == "date" and isinstance(value, str):
             try:
@@ -290,7 +307,44 @@ def load_topology(path: str | Path) -> Topology:
         )
     name = ctx.text(document.get("name", ctx.path.stem), "name")
     window = _window(ctx, document["window"]) if document.get("window") is not None else None
-    return Topology(name=name, table=table, views=views, checks=checks, path=str(ctx.path), window=window)
+    raw = document.get("fragmentation")
+    fragmentation = _fragmentation(ctx, raw, table) if raw is not None else None
+    return Topology(
+        name=name,
+        table=table,
+        views=views,
+        checks=checks,
+        path=str(ctx.path),
+        window=window,
+        fragmentation=fragmentation,
+    )
+
+
+def _fragmentation(ctx: _Context, raw: Any, table: TableSchema) -> FragmentationSpec:
+    """``fragmentation: {constraints: [[SSN], [Patient, Illness]], visibility: ["Patient OR ZIP"]}``."""
+    spec = ctx.mapping(raw, "fragmentation")
+    ctx.known_keys(spec, {"constraints", "visibility"}, "fragmentation")
+    raw_constraints = spec.get("constraints") or []
+    if not isinstance(raw_constraints, Sequence) or isinstance(raw_constraints, str):
+        raise ctx.fail(
+            "fragmentation.constraints", f"expected a list of attribute lists, found {_kind(raw_constraints)}"
+        )
+    constraints = []
+    for i, item in enumerate(raw_constraints):
+        key = f"fragmentation.constraints[{i}]"
+        names = ctx.names(item, key, allow_empty=False)
+        ctx.known_attributes(names, table.attributes, key)
+        constraints.append(names)
+    raw_visibility = spec.get("visibility") or []
+    if not isinstance(raw_visibility, Sequence) or isinstance(raw_visibility, str):
+        raise ctx.fail("fragmentation.visibility", f"expected a list of formulas, found {_kind(raw_visibility)}")
+    requirements = []
+    for i, item in enumerate(raw_visibility):
+        key = f"fragmentation.visibility[{i}]"
+        text = ctx.text(item, key)
+        formula = _parsed(ctx, key, text, (parse_visibility, attributes_in), table)
+        requirements.append(VisibilityRequirement(text, formula))
+    return FragmentationSpec(tuple(constraints), tuple(requirements))
 
 
 def _window(ctx: _Context, raw: Any) -> float:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from streamdetect.model.predicates import Predicate, attributes_of
+from streamdetect.model.visibility import VisibilityRequirement
 
 AttributeType = Literal["str", "int", "float", "date"]
 ATTRIBUTE_TYPES: tuple[AttributeType, ...] = ("str", "int", "float", "date")
@@ -77,6 +78,16 @@ class CheckConfig:
 
 
 @dataclass(frozen=True)
+class FragmentationSpec:
+    """What a fragmentation must respect (De Capitani di Vimercati et al. 2010, sections 2-3):
+    confidentiality constraints (attribute sets never visible together) and visibility requirements
+    (monotonic formulas some fragment must satisfy)."""
+
+    constraints: tuple[tuple[str, ...], ...]
+    visibility: tuple[VisibilityRequirement, ...]
+
+
+@dataclass(frozen=True)
 class Topology:
     """A whole publication: the table, its views and the checks to run on them."""
 
@@ -89,6 +100,8 @@ class Topology:
     #: Rows published ``window`` or more before the latest publication are withdrawn
     #: (:mod:`streamdetect.windowing`).
     window: float | None = None
+    #: Constraints and requirements of ``streamdetect fragment`` (``fragmentation:``; None: not declared).
+    fragmentation: FragmentationSpec | None = None
 
     def view(self, name: str) -> ViewDefinition:
         """The view called ``name`` (KeyError if none)."""

@@ -279,6 +279,33 @@ def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tu
         consumer.close()
 
 
+def read_range(
+    bootstrap: str, topic: str, partition: int, *, start: int, end: int, timeout_s: float = 60.0
+) -> list[tuple[int, bytes | None, list[tuple[str, bytes]]]]:
+    """The records of one partition from offset ``start`` up to ``end`` (excluded): (offset, value,
+    headers), in order (a consumer outside any group: it commits nothing). Records the log no longer
+    holds (deleted by retention) are missing from the answer."""
+    consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        records: list[tuple[int, bytes | None, list[tuple[str, bytes]]]] = []
+        deadline = time.monotonic() + timeout_s
+        while consumer.position(tp) < end:
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"reading {topic}[{partition}] from {bootstrap} did not finish within {timeout_s:.0f} s"
+                )
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(
+                    (record.offset, record.value, list(record.headers or ())) for record in batch if record.offset < end
+                )
+        return records
+    finally:
+        consumer.close()
+
+
 def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     """Records of ``topics`` the consumer group ``group`` has not committed yet: the sum over their
     partitions of the end offset minus the group's committed offset (the whole partition when it has

@@ -69,6 +69,8 @@ class Units:
         self.entries = entries
         self.universal_rows = universal_rows
         self.services: dict[Unit, DetectorService] = {}
+        #: The highest offset handled per partition since this worker got it (folded or not).
+        self.seen: dict[int, int] = {}
 
     def service(self, unit: Unit) -> DetectorService:
         """The unit's service, restored from the table when this worker has not built it since it got
@@ -93,10 +95,21 @@ class Units:
             self.services[unit] = found
         return found
 
-    def handle(self, value: bytes | None, headers: Headers, partition: int) -> Outcome:
+    def next_offset(self, partition: int) -> int | None:
+        """The offset of the route record the units of ``partition`` expect next: one past the last they
+        folded in (their state says, restored when not built), or None when no state records an offset.
+        A record beyond it means records in between were not delivered (:meth:`handle` with offsets)."""
+        offsets = [self.service(unit).offset for unit in self.plan.units_in(partition)]
+        seen = [offset for offset in [*offsets, self.seen.get(partition)] if offset is not None]
+        return max(seen) + 1 if seen else None
+
+    def handle(self, value: bytes | None, headers: Headers, partition: int, offset: int | None = None) -> Outcome:
         """Fold one routed record into the units of its partition, each its share of the rows: all or
         none (a batch one unit refuses is a dead letter and changes no unit). The outcome merges the
-        units': their writes and events; replayed when every unit had folded the batch in."""
+        units': their writes and events; replayed when every unit had folded the batch in. ``offset``
+        (the record's in its route partition) is kept with each unit's state, for :meth:`next_offset`."""
+        if offset is not None:
+            self.seen[partition] = max(offset, self.seen.get(partition, offset))
         read = decode_record(self.plan.topology, value, headers, max_bytes=_ROUTED_MAX_BYTES)
         if isinstance(read, DeadLetter):
             return Outcome(dead=read)
@@ -116,7 +129,7 @@ class Units:
                     return Outcome(dead=refused)
         merged = Outcome(publication=read)
         for service, share in shares:
-            outcome = service.fold(share)
+            outcome = service.fold(share, offset)
             if outcome.dead is not None:
                 return outcome  # one unit only (checked above otherwise): nothing folded
             merged.writes.update(outcome.writes)
@@ -129,6 +142,8 @@ class Units:
     def revoke(self, partitions: Iterable[int]) -> None:
         """Forget the units of partitions taken away: another worker goes on with them."""
         gone = set(partitions)
+        for partition in gone:
+            self.seen.pop(partition, None)
         for unit in [unit for unit in self.services if self.plan.partition_of(unit) in gone]:
             del self.services[unit]
 

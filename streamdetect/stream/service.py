@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 FINGERPRINT_KEY = "meta/fingerprint"
 DTYPES_KEY = "meta/dtypes"
 UNIVERSAL_KEY = "meta/universal"
+#: The offset of the (route) record an entry folded in: where a unit's input stands.
+OFFSET_KEY = "meta/offset"
 APPLIED_PREFIX = "applied/"
 #: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
 #: message per record, not one per piece: a BP batch writes some fifty pieces).
@@ -132,6 +134,8 @@ class DetectorService:
         self.universal_state = universal.initialize() if universal is not None else None
         #: Bytes of this service's state entries in the table: restored, plus written since.
         self.state_bytes = 0
+        #: The offset of the last record folded in, when the caller gives offsets (None: unknown).
+        self.offset: int | None = None
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
@@ -161,6 +165,7 @@ class DetectorService:
         if dtypes is not None:
             self.detector.dtypes = dict(frame_from_ipc(dtypes).schema)
         self.applied = {key[len(APPLIED_PREFIX) :] for key in table if key.startswith(APPLIED_PREFIX)}
+        self.offset = int(table[OFFSET_KEY]) if OFFSET_KEY in table else None
         if self.universal is not None:
             self.universal_state = self.universal.initialize(self.detector.present_rows())
             if UNIVERSAL_KEY in table:
@@ -187,12 +192,13 @@ class DetectorService:
             return DeadLetter("refused", _refusal(str(refused)))
         return None
 
-    def fold(self, read: Publication) -> Outcome:
-        """Fold a publication already read in (:meth:`handle` without the reading)."""
+    def fold(self, read: Publication, offset: int | None = None) -> Outcome:
+        """Fold a publication already read in (:meth:`handle` without the reading); ``offset``, the
+        record's, is kept with the state (:attr:`offset`)."""
         if read.batch_id in self.applied:
             return Outcome(replayed=True, publication=read)
         try:
-            return self._fold([read], merged_batch([read]))
+            return self._fold([read], merged_batch([read]), offset)
         except StreamdetectError as refused:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
@@ -238,7 +244,7 @@ class DetectorService:
             for read in run
         ]
 
-    def _fold(self, reads: Sequence[Publication], batch: Batch) -> Outcome:
+    def _fold(self, reads: Sequence[Publication], batch: Batch, offset: int | None = None) -> Outcome:
         """Fold ``batch`` (the rows of ``reads``) in; the findings it raised and cleared are attributed to
         the last of ``reads``. Raises what the Detector raises, having changed nothing."""
         read = reads[-1]
@@ -262,6 +268,9 @@ class DetectorService:
             entries[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
         stamp = dt.datetime.now(dt.UTC).isoformat().encode()
         entries |= {APPLIED_PREFIX + r.batch_id: stamp for r in reads}
+        if offset is not None:
+            entries[OFFSET_KEY] = str(offset).encode()
+            self.offset = offset
         # Entries are numbered in the order they were written: restore replays them so.
         outcome.writes = _chunked(
             f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes

@@ -10,15 +10,21 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.errors import NoError
+from kafka.structs import OffsetAndMetadata
 
 import streamdetect
 from streamdetect.io.sources import load_views
 from streamdetect.model.topology import Topology
+from streamdetect.partitioning import plan
 from streamdetect.relational.universal import universal_relation
-from streamdetect.stream.publish import create_topics, read_records, read_topic
+from streamdetect.stream.publish import committed_lag, create_topics, group_ready, read_records, read_topic
 from streamdetect.stream.records import Publication, encode_publication
+from streamdetect.stream.routing import Router
 from streamdetect.stream.service import open_findings
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, universal_topic, view_topic
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
+from streamdetect.stream.worker import app_id
 from tests.integration.kafka_helpers import Feed, Worker, table1_stream, table1_topology, until
 
 
@@ -231,3 +237,48 @@ def test_the_universal_topic_carries_the_joined_tuple_that_ties_dan_to_flu(
         named = dict(headers)
         assert named["streamdetect-batch"] in {b"v1-all", b"v2-all"}
         assert set(pl.read_ipc_stream(value).get_column("_channel")) == {named["streamdetect-channel"].decode()}
+
+
+def test_a_route_record_the_consumer_skipped_is_read_directly_and_folded(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """The units' state records the last route offset they folded; a record past it means the consumer
+    skipped some (as Faust's did after a rebalance): the worker reads them from the broker and folds them.
+    Here the skip is made by hand: the group's offsets are moved past one routed record while no worker
+    runs."""
+    path, topology, views, feed = table1_stream(tmp_path, "worker-gap", kafka_bootstrap, workers, partitions=2)
+    group, route = app_id(topology), route_topic(topology)
+    until(lambda: group_ready(kafka_bootstrap, group, 1), "the worker joined its group", workers[-1], 120)
+    feed.send("v1", views["v1"], "v1-all")
+    topics = [view_topic(topology, view) for view in topology.views] + [route]
+    until(lambda: committed_lag(kafka_bootstrap, group, topics) == 0, "v1 folded and committed", workers[-1])
+    workers[-1].stop()
+
+    # Two v2 records routed straight to the route topic (as the first stage does); the group's offsets
+    # then skip the first, the one that ties Dan to Flu.
+    router = Router(plan(topology, 2))
+    dan = views["v2"].get_column("Name").to_list().index("Dan")
+    first, second = views["v2"].slice(dan, 1), pl.concat([views["v2"].head(dan), views["v2"].slice(dan + 1)])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    sent: dict[int, list[int]] = {}
+    for batch, rows in (("v2-dan", first), ("v2-rest", second)):
+        value, headers = encode_publication(Publication("v2", "add", batch, dt.datetime.now(dt.UTC), rows))
+        for partition, body, named in router.handle(value, headers, "v2").records:
+            meta = producer.send(route, value=body, headers=named, partition=partition).get(timeout=30)
+            sent.setdefault(partition, []).append(meta.offset)
+    producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        skip = {TopicPartition(route, p): OffsetAndMetadata(offsets[1], "", -1) for p, offsets in sent.items()}
+        assert all(error is NoError for error in admin.alter_group_offsets(group, skip).values())
+    finally:
+        admin.close()
+
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=2))
+    expected = {f.id for f in streamdetect.check(topology).findings}
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected,
+        "every finding of check, Dan's included",
+        workers[-1],
+    )
+    assert "were not delivered by the consumer; reading them directly" in workers[-1].output()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "streamdetect"
-CORE = ["model", "relational", "checks", "engine.py", "detector.py", "errors.py"]
+CORE = ["model", "relational", "checks", "remediation", "engine.py", "detector.py", "errors.py", "windowing.py"]
 FORBIDDEN_MODULES = (
     "yaml",
     "click",

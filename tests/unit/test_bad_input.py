@@ -324,3 +324,46 @@ def test_the_universal_stream_needs_the_linkage_check() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "follows the linkage check's closure, and this topology does not run linkage" in result.stderr
+
+
+FRAGMENT_TABLE = GOOD_TABLE + "  source: t.csv\nviews:\n  - {name: v1, attributes: [SSN, Job]}\n"
+
+
+@pytest.mark.parametrize(
+    ("fragmentation", "expected"),
+    [
+        pytest.param("", ["fragmentation", "missing", "constraints"], id="no-fragmentation"),
+        pytest.param(
+            "fragmentation: {visibility: ['NOT Job']}\n",
+            ["fragmentation.visibility[0]", "NOT is not allowed", "monotonic"],
+            id="negation",
+        ),
+        pytest.param(
+            "fragmentation: {visibility: ['Job AND Salary']}\n",
+            ["fragmentation.visibility[0]", "unknown attribute 'Salary'"],
+            id="unknown-attribute",
+        ),
+        pytest.param(
+            "fragmentation: {visibility: ['Job AND (Name']}\n",
+            ["fragmentation.visibility[0]", "syntax error"],
+            id="syntax",
+        ),
+        pytest.param(
+            "fragmentation: {constraints: [[Name, Nme]], visibility: [Job]}\n",
+            ["fragmentation.constraints[0][1]", "unknown attribute 'Nme'"],
+            id="constraint-attribute",
+        ),
+        pytest.param(
+            "fragmentation: {constraints: SSN, visibility: [Job]}\n",
+            ["fragmentation.constraints", "list of attribute lists"],
+            id="constraints-not-a-list",
+        ),
+    ],
+)
+def test_bad_fragmentation_exits_2_naming_the_key(tmp_path: Path, fragmentation: str, expected: list[str]) -> None:
+    path = _write(tmp_path, FRAGMENT_TABLE + fragmentation, {"t.csv": "SSN,Name,Job,Disease\n1,Dan,Dancer,Flu\n"})
+    result = CliRunner().invoke(cli, ["fragment", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for part in expected:
+        assert part in result.stderr, result.stderr

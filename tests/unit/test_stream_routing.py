@@ -101,3 +101,23 @@ def test_a_table_written_under_another_partition_count_is_refused() -> None:
     four.table = dict(two.table)
     with pytest.raises(StateError, match="partition count"):
         four.units.service(four.plan.units()[0])
+
+
+def test_units_know_the_next_route_offset_across_a_handover() -> None:
+    """A unit's state keeps the offset of the last route record it folded: a worker taking the
+    partition over knows which offset comes next, so a record the consumer skipped shows as a jump."""
+    group = _Group(2)
+    views = load_views(group.topology)
+    assert group.units.next_offset(0) is None  # nothing folded: no offset known
+    offsets = {0: 0, 1: 0}
+    for name, frame in views.items():
+        value, headers = _record(name, frame, f"{name}-all")
+        routed = group.router.handle(value, [h for h in headers if h[0] != HEADER_VIEW], name)
+        for partition, body, named in routed.records:
+            outcome = group.units.handle(body, named, partition, offsets[partition])
+            group.table.update(outcome.writes)
+            offsets[partition] += 1
+    for partition in (0, 1):
+        assert group.units.next_offset(partition) == offsets[partition]
+    group.units.revoke([0, 1])  # another worker: rebuilt from the table alone
+    assert Units(group.plan, group.units.entries).next_offset(0) == offsets[0]
