@@ -56,6 +56,13 @@ def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> li
             file=topology.path,
             key="table.identifiers",
         )
+    grouping = [name for name in names if REGISTRY[name].needs_quasi_identifiers]
+    if grouping and not topology.table.quasi_identifiers:
+        raise TopologyError(
+            f"the {' and '.join(grouping)} check(s) need at least one quasi-identifier attribute",
+            file=topology.path,
+            key="table.quasi_identifiers",
+        )
     return names
 
 

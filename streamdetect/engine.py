@@ -13,7 +13,13 @@ from typing import Any, Literal
 
 import polars as pl
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
+from streamdetect.checks.findings import (
+    AssociationCoverFinding,
+    GroupFinding,
+    LinkageFinding,
+    RsindFinding,
+    SindFinding,
+)
 from streamdetect.checks.linkage import Linkage
 from streamdetect.checks.protocol import Batch, CheckSummary, ProgressFactory
 from streamdetect.checks.registry import REGISTRY
@@ -34,7 +40,7 @@ __all__ = [
     "run_checks",
 ]
 
-Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding
+Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding | GroupFinding
 #: What fails a run: any finding, or only certain ones (``check --fail-on``).
 FailOn = Literal["any", "certain"]
 #: Checks this version runs, in report order (the registry's).

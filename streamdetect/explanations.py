@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding
+from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, SindFinding
 from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import Topology
 from streamdetect.relational.materialise import materialise
@@ -103,3 +103,20 @@ def explain_sind(topology: Topology, table: pl.DataFrame, finding: SindFinding) 
         seen = rows.with_columns(selected.alias("selected")).select([*public, "selected", *shown])
         sections.append((f"as {view.name} ({view.where_text or 'no selection'}) sees them", seen))
     return sections
+
+
+def explain_group(
+    views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: GroupFinding
+) -> list[Section]:
+    """The rows of the group (of the view, or of the table), with the sensitive values they hold: what a
+    recipient who knows a member's quasi-identifiers narrows them to."""
+    rows = table if finding.relation is None else views.get(finding.relation)
+    where = "the table" if finding.relation is None else f"view {finding.relation}"
+    if rows is None:
+        raise KeyError(f"{where} has no rows loaded")
+    condition = pl.lit(True)
+    for name, value in finding.group:
+        # Values read back from a saved report are JSON (dates as text): compare with the column's type.
+        typed = pl.lit(value).cast(rows.schema[name], strict=False)
+        condition &= pl.col(name).is_null() if value is None else pl.col(name) == typed
+    return [(f"the {finding.count} row(s) of the group in {where}", rows.filter(condition))]

@@ -14,6 +14,7 @@ from streamdetect.checks.k_anonymity import KAnonymity
 from streamdetect.checks.linkage import Linkage
 from streamdetect.checks.protocol import Check
 from streamdetect.checks.publisher_side import PublisherSide
+from streamdetect.checks.table_anonymity import TableAnonymity
 from streamdetect.model.topology import Topology
 
 #: ``build(topology, k, max_level)``: the check as the topology configures it, ``k`` overriding.
@@ -33,6 +34,10 @@ class Registration:
     default_k: int = 2
     #: ties identifier values to sensitive ones, so the table must declare identifiers
     needs_identifiers: bool = False
+    #: groups rows by quasi-identifiers, so the table must declare some
+    needs_quasi_identifiers: bool = False
+    #: the threshold's key in the topology (``checks: {l-diversity: {l: 3}}``)
+    threshold: str = "k"
 
 
 #: Every check, in report order.
@@ -41,4 +46,6 @@ REGISTRY: Mapping[str, Registration] = {
     "k-anonymity": Registration(_k_anonymity, needs_identifiers=True),
     "sind": Registration(PublisherSide.sind),
     "rsind": Registration(PublisherSide.rsind),
+    "table-k-anonymity": Registration(TableAnonymity.k_anonymity, needs_quasi_identifiers=True),
+    "l-diversity": Registration(TableAnonymity.l_diversity, needs_quasi_identifiers=True, threshold="l"),
 }

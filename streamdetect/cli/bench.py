@@ -19,13 +19,15 @@ from rich.progress import Progress
 from rich.table import Table
 
 from streamdetect.bench.adult import ADULT_ROWS
+from streamdetect.bench.anonymity import compare_with_pycanon
 from streamdetect.bench.bp import generate_bp, write_bp
 from streamdetect.bench.fragmentation import time_fragmentation
 from streamdetect.bench.incremental import run_incremental
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.cli.stream import BOOTSTRAP
 from streamdetect.engine import CHECKS
-from streamdetect.io.sources import load_views
+from streamdetect.errors import TopologyError
+from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
 
 
@@ -128,6 +130,38 @@ def run_command(
         )
         if baseline["agrees"] is not None:
             console.print(f"DuckDB findings {'agree' if baseline['agrees'] else 'DISAGREE'} with streamdetect's")
+
+
+@bench.command("anonymity")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--k", default=2, show_default=True, type=click.IntRange(min=2), help="The k (and l) of the checks.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def anonymity_command(topology: Path, k: int, repeat: int, as_json: bool) -> None:
+    """Time table-k-anonymity and l-diversity on TOPOLOGY's table beside pycanon's (pip install pycanon, or
+    the bench extra), in one run: medians of REPEAT runs, and the ratios."""
+    model = load_topology(topology)
+    _, table = load_data(model, with_table=True)
+    if table is None:
+        raise TopologyError(
+            "the benchmark reads the table's rows: set table.source", file=str(topology), key="table.source"
+        )
+    try:
+        outcome = compare_with_pycanon(model, table, k=k, repeat=repeat)
+    except ImportError as missing:
+        raise TopologyError(f"pycanon is not installed ({missing}): pip install 'streamdetect[bench]'") from None
+    if as_json:
+        click.echo(json.dumps(outcome))
+        return
+    click.echo(f"{outcome['rows']:,} rows, quasi-identifiers {', '.join(outcome['quasi_identifiers'])}, k = l = {k}:")
+    for criterion in ("table-k-anonymity", "l-diversity"):
+        r = outcome[criterion]
+        click.echo(
+            f"  {criterion}: streamdetect {r['streamdetect_s'] * 1000:.1f} ms ({r['findings']:,} findings; "
+            f"{r['with_findings_built_s'] * 1000:.0f} ms with every finding built), pycanon {r['pycanon_s']:.2f} s "
+            f"(value {r['pycanon_value']}): {r['ratio']:.0f}x"
+        )
 
 
 @bench.command("fragment")

@@ -20,7 +20,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, finding_from_dict
+from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, finding_from_dict
 from streamdetect.checks.linkage import finding_order
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
@@ -30,7 +30,7 @@ from streamdetect.cli.stream import BOOTSTRAP, publish, worker
 from streamdetect.detector import Detector
 from streamdetect.engine import CHECKS, FailOn, Finding, Report, checks_to_run, needs_table, run_checks
 from streamdetect.errors import TopologyError
-from streamdetect.explanations import explain_cover, explain_linkage, explain_sind
+from streamdetect.explanations import explain_cover, explain_group, explain_linkage, explain_sind
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import MAX_K, Topology
@@ -212,18 +212,7 @@ def explain(
     views, table = load_data(model, with_table=needs_table(model, names) or model.table.source is not None)
     if report is None:
         finding = _locate(model, views, table, names, k, reference)
-    if isinstance(finding, LinkageFinding):
-        sections = explain_linkage(model, views, finding)
-    elif isinstance(finding, AssociationCoverFinding):
-        sections = explain_cover(model, views, finding)
-    else:
-        if table is None:
-            raise TopologyError(
-                "explaining a SIND class needs the private table: set table.source",
-                file=model.path,
-                key="table.source",
-            )
-        sections = explain_sind(model, table, finding)
+    sections = _sections(model, views, table, finding)
     if as_json:
         explanation = [
             {
@@ -245,6 +234,25 @@ def explain(
         for row in frame.iter_rows():
             rendered.add_row(*(str(value) for value in row))
         console.print(rendered)
+
+
+def _sections(
+    model: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: Finding
+) -> list[tuple[str, pl.DataFrame]]:
+    """The rows behind a finding, by its kind."""
+    if isinstance(finding, LinkageFinding):
+        return explain_linkage(model, views, finding)
+    if isinstance(finding, AssociationCoverFinding):
+        return explain_cover(model, views, finding)
+    if isinstance(finding, GroupFinding):
+        if finding.relation is None and table is None:
+            raise TopologyError("this group is the table's: set table.source", file=model.path, key="table.source")
+        return explain_group(views, table, finding)
+    if table is None:
+        raise TopologyError(
+            "explaining a SIND class needs the private table: set table.source", file=model.path, key="table.source"
+        )
+    return explain_sind(model, table, finding)
 
 
 def _locate(

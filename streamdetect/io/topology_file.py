@@ -272,10 +272,11 @@ def _checks(ctx: _Context, raw: Any) -> tuple[CheckConfig, ...]:
         if name not in SUPPORTED_CHECKS:
             raise ctx.fail(key, f"unknown check; this version supports {', '.join(SUPPORTED_CHECKS)}")
         settings = {} if options is None else ctx.mapping(options, key)
-        ctx.known_keys(settings, {"k"}, key)
-        k = settings.get("k", SUPPORTED_CHECKS[name])
+        threshold = REGISTRY[name].threshold
+        ctx.known_keys(settings, {threshold}, key)
+        k = settings.get(threshold, SUPPORTED_CHECKS[name])
         if not isinstance(k, int) or isinstance(k, bool) or not 2 <= k <= MAX_K:
-            raise ctx.fail(f"{key}.k", f"expected a whole number from 2 to {MAX_K:,}, found {_kind(k)}")
+            raise ctx.fail(f"{key}.{threshold}", f"expected a whole number from 2 to {MAX_K:,}, found {_kind(k)}")
         configs.append(CheckConfig(name, k))
     if not configs:
         raise ctx.fail("checks", "no check listed")
@@ -304,6 +305,12 @@ def load_topology(path: str | Path) -> Topology:
             "table.identifiers",
             f"at least one attribute is needed by the {' and '.join(needing)} check(s) "
             "(sind and rsind alone need none)",
+        )
+    grouping = [config.name for config in checks if REGISTRY[config.name].needs_quasi_identifiers]
+    if grouping and not table.quasi_identifiers:
+        raise ctx.fail(
+            "table.quasi_identifiers",
+            f"at least one attribute is needed by the {' and '.join(grouping)} check(s): they group rows by them",
         )
     name = ctx.text(document.get("name", ctx.path.stem), "name")
     window = _window(ctx, document["window"]) if document.get("window") is not None else None

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding, json_scalar
+from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, SindFinding, json_scalar
 from streamdetect.engine import FailOn, Finding, Report
 
 LEGEND = (
@@ -83,6 +83,14 @@ def layout(report: Report, limit: int = 20, fail_on: FailOn = "any") -> Layout:
             )
             covers = [f for f in findings if isinstance(f, AssociationCoverFinding)]
             blocks = _cover_blocks(covers, numbers, report, limit)
+        elif summary.name in ("table-k-anonymity", "l-diversity"):
+            diverse = summary.name == "l-diversity"
+            heading = (
+                f"{summary.name} ({'l' if diverse else 'k'} = {summary.k}): groups of equal quasi-identifier values "
+                f"{'with fewer distinct sensitive values than l' if diverse else 'smaller than k'}, "
+                f"{summary.channels} relation(s) examined"
+            )
+            blocks = _group_blocks([f for f in findings if isinstance(f, GroupFinding)], numbers, report, limit)
         else:
             heading = (
                 f"{summary.name} (k = {summary.k}): classes of indistinguishable public tuples, "
@@ -190,6 +198,36 @@ def _sind_blocks(findings: list[SindFinding], numbers: dict[str, int], report: R
         )
     shown, omitted = _cut(rows, limit)
     return [Block(f"classes that do not protect their members: {len(findings)} finding(s)", columns, shown, omitted)]
+
+
+def _group_blocks(findings: list[GroupFinding], numbers: dict[str, int], report: Report, limit: int) -> list[Block]:
+    """One block per relation (the table, then each view) and sensitive attribute."""
+    groups: dict[tuple[str | None, str | None], list[GroupFinding]] = defaultdict(list)
+    for finding in findings:
+        groups[(finding.relation, finding.sensitive_attribute)].append(finding)
+    blocks = []
+    for (relation, sensitive), members in groups.items():
+        where = "the table" if relation is None else f"view {relation}"
+        diverse = sensitive is not None
+        columns = ("#", "id", "group", "rows", *((f"distinct {sensitive}",) if diverse else ()))
+        rows = [
+            (
+                str(numbers[f.id]),
+                f.id + _marks(f, report),
+                ", ".join(f"{name}={value_text(value)}" for name, value in f.group),
+                str(f.count),
+                *((str(f.distinct),) if diverse else ()),
+            )
+            for f in members
+        ]
+        shown, omitted = _cut(rows, limit)
+        what = (
+            f"groups with fewer than {members[0].k} distinct {sensitive}"
+            if diverse
+            else f"groups of fewer than {members[0].k} rows"
+        )
+        blocks.append(Block(f"{where}: {what}: {len(members)} finding(s)", columns, shown, omitted))
+    return blocks
 
 
 def _withhold(report: Report) -> Block | None:

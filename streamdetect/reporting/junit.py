@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, SindFinding
+from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, SindFinding
 from streamdetect.engine import FailOn, Finding, Report
 from streamdetect.reporting.document import value_text
 
@@ -22,6 +22,9 @@ def _name(finding: Finding) -> str:
             f"{finding.identifier_attribute}={value_text(finding.identifier_value)} -> "
             f"{finding.sensitive_attribute} {{{values}}} via {{{', '.join(finding.views)}}} [{finding.id}]"
         )
+    if isinstance(finding, GroupFinding):
+        group = ", ".join(f"{name}={value_text(value)}" for name, value in finding.group)
+        return f"{finding.relation or 'table'}: {{{group}}} [{finding.id}]"
     assert isinstance(finding, SindFinding)
     return f"{finding.sensitive_attribute}: class of {len(finding.members)} [{finding.id}]"
 
@@ -32,6 +35,10 @@ def _message(finding: Finding) -> str:
         return f"{kind} at level {finding.level}, joined on {', '.join(finding.joined_on) or 'one view'}"
     if isinstance(finding, AssociationCoverFinding):
         return f"association cover smaller than k = {finding.k}" + ("" if finding.exact else " (conservative)")
+    if isinstance(finding, GroupFinding):
+        if finding.sensitive_attribute is not None:
+            return f"{finding.distinct} distinct {finding.sensitive_attribute} value(s), fewer than l = {finding.k}"
+        return f"{finding.count} row(s), fewer than k = {finding.k}"
     return finding.reason
 
 

@@ -259,6 +259,15 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[byte
 def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
     """Every record of ``topic`` (value, headers) from its beginning to its end as of now, in order within
     each partition (a consumer outside any group: it commits nothing and moves no one's offsets)."""
+    return [(value, headers) for _, value, headers in _read_all(bootstrap, topic, timeout_s)]
+
+
+def read_records_keyed(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, bytes]]:
+    """Every record of ``topic`` as (key, value), as :func:`read_records` reads them."""
+    return [(key, value) for key, value, _ in _read_all(bootstrap, topic, timeout_s)]
+
+
+def _read_all(bootstrap: str, topic: str, timeout_s: float) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
     consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
@@ -267,13 +276,13 @@ def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tu
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         ends = consumer.end_offsets(partitions)
-        records: list[tuple[bytes, list[tuple[str, bytes]]]] = []
+        records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = []
         deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < ends[tp] for tp in partitions):
             if time.monotonic() > deadline:
                 raise BrokerError(f"reading {topic} from {bootstrap} did not finish within {timeout_s:.0f} s")
             for batch in consumer.poll(timeout_ms=500).values():
-                records.extend((record.value, list(record.headers or ())) for record in batch)
+                records.extend((record.key, record.value, list(record.headers or ())) for record in batch)
         return records
     finally:
         consumer.close()

@@ -251,7 +251,7 @@ class DetectorService:
         known = dict(self.detector.dtypes)
         delta = self.detector.update(batch)
         earliest = min(r.published for r in reads)
-        outcome = Outcome(publication=read, raised=delta.raised, cleared=delta.cleared, earliest=earliest)
+        outcome = Outcome(publication=read, raised=tuple(delta.raised), cleared=tuple(delta.cleared), earliest=earliest)
         batches = [r.batch_id for r in reads] if len(reads) > 1 else None
         outcome.events = [finding_event(f, "cleared", read, batches) for f in delta.cleared]
         outcome.events += [finding_event(f, "raised", read, batches) for f in delta.raised]

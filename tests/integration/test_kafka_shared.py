@@ -22,9 +22,16 @@ from streamdetect.bench.bp import generate_bp, write_bp
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
-from streamdetect.partitioning import plan
-from streamdetect.stream.publish import committed_lag, create_topics, group_ready, publish, read_records, read_topic
-from streamdetect.stream.service import open_findings, unpack_entries
+from streamdetect.stream.publish import (
+    committed_lag,
+    create_topics,
+    group_ready,
+    publish,
+    read_records,
+    read_records_keyed,
+    read_topic,
+)
+from streamdetect.stream.service import _whole_entries, open_findings, unpack_entries
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 from streamdetect.stream.worker import app_id
 from tests.integration.kafka_helpers import Worker
@@ -112,26 +119,38 @@ def _explain(
         dict(headers).get("streamdetect-reason") for _, headers in read_records(bootstrap, dead_letter_topic(topology))
     ]
     lines.append(f"dead letters: {reasons}")
-    batches, applied = _batches_and_applied(bootstrap, topology)
-    units = len(plan(topology, 2).units())
-    lines.append(f"{batches} batches published to {units} units; {applied} applied entries in the changelog")
+    batches, applied = _published_and_applied(bootstrap, topology)
+    lines.append(f"{len(batches)} batches published; per unit, batches applied (replays included) and missing:")
+    for unit, found in sorted(applied.items()):
+        missing_batches = sorted(batches - set(found))
+        lines.append(f"  {unit}: {len(found)} applied, missing {len(missing_batches)}: {missing_batches[:5]}")
     return "\n".join(lines)
 
 
-def _batches_and_applied(bootstrap: str, topology: Topology) -> tuple[int, int]:
-    """The batches published, and the applied-batch entries in the units' changelog (replays included)."""
+def _published_and_applied(bootstrap: str, topology: Topology) -> tuple[set[str], dict[str, list[str]]]:
+    """The batch ids published, and per unit the batch ids its changelog entries applied (chunked
+    entries put back together; replays included)."""
     batches = {
-        dict(headers)["streamdetect-batch"]
+        dict(headers)["streamdetect-batch"].decode()
         for v in topology.views
         for _, headers in read_records(bootstrap, view_topic(topology, v))
     }
-    entries = read_records(bootstrap, f"{app_id(topology)}-units-changelog", timeout_s=120)
-    applied = [key for value, _ in entries for key in _unpacked(value) if key.startswith("applied/")]
-    return len(batches), len(applied)
+    entries = read_records_keyed(bootstrap, f"{app_id(topology)}-units-changelog", timeout_s=120)
+    by_unit: dict[str, dict[str, bytes]] = defaultdict(dict)
+    for key, value in entries:
+        unit, _, number = key.decode().partition("/record/")
+        by_unit[unit][number] = value
+    applied: dict[str, list[str]] = {}
+    for unit, numbered in by_unit.items():
+        found = []
+        for whole in _whole_entries(numbered).values():
+            found += [k[len("applied/") :] for k in _unpacked(whole) if k.startswith("applied/")]
+        applied[unit] = found
+    return batches, applied
 
 
 def _unpacked(value: bytes) -> dict[str, bytes]:
     try:
         return unpack_entries(value)
-    except (OSError, ValueError, pl.exceptions.PolarsError):  # a chunk of an entry bigger than a record
+    except (OSError, ValueError, pl.exceptions.PolarsError):  # not an entry (never expected here)
         return {}
