@@ -23,6 +23,7 @@ from streamdetect.bench.anonymity import compare_with_pycanon
 from streamdetect.bench.bp import generate_bp, write_bp
 from streamdetect.bench.fragmentation import time_fragmentation
 from streamdetect.bench.incremental import run_incremental
+from streamdetect.bench.loose import time_loose
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.cli.stream import BOOTSTRAP
 from streamdetect.engine import CHECKS
@@ -162,6 +163,27 @@ def anonymity_command(topology: Path, k: int, repeat: int, as_json: bool) -> Non
             f"{r['with_findings_built_s'] * 1000:.0f} ms with every finding built), pycanon {r['pycanon_s']:.2f} s "
             f"(value {r['pycanon_value']}): {r['ratio']:.0f}x"
         )
+
+
+@bench.command("loose")
+@click.option("--rows", default=100_000, show_default=True, type=click.IntRange(min=2), help="Rows of the table.")
+@click.option("--k", default=10, show_default=True, type=click.IntRange(min=1), help="Privacy degree.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the generated table.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def loose_command(rows: int, k: int, seed: int, repeat: int, as_json: bool) -> None:
+    """Time a k-loose association (alike keys, grouping, verification) on a generated HOSPITAL-like table
+    (De Capitani di Vimercati et al., Appendix B: about 100,000 rows, k = 10), and its utility: the mean
+    relative error of random COUNT queries answered from the fragments and the association."""
+    outcome = time_loose(rows, k, repeat=repeat, seed=seed)
+    if as_json:
+        click.echo(json.dumps(outcome))
+        return
+    click.echo(
+        f"{rows:,} rows, k = {k} ({outcome['k_left']}, {outcome['k_right']}): median "
+        f"{outcome['seconds']['median']:.2f} s over {repeat} run(s), {outcome['suppressed']} row(s) suppressed, "
+        f"COUNT query relative error {outcome['count_query_error']:.3f}"
+    )
 
 
 @bench.command("fragment")

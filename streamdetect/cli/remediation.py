@@ -1,4 +1,5 @@
-"""Remediation commands: ``fragment`` (minimal correct fragmentation by SAT)."""
+"""Remediation commands: ``fragment`` (minimal correct fragmentation by SAT) and ``loose`` (k-loose
+associations between two fragments)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ import time
 from pathlib import Path
 
 import click
+import polars as pl
 from rich.console import Console
 from rich.table import Table
 
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.errors import TopologyError
+from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.topology import Topology
 from streamdetect.remediation.fragmentation import minimal_fragmentation
+from streamdetect.remediation.loose import Grouping, alike_keys, exposure, greedy_grouping, split_k, verify
+
+#: Tables up to this many rows get their exposure (section 6) computed; beyond, it is skipped.
+EXPOSURE_ROWS = 2_000
 
 FRAGMENT_EXIT_CODES = (
     "Exit codes: 0 a correct fragmentation was found; 1 none exists (the reason names the constraints and "
@@ -72,3 +80,174 @@ def fragment(topology: Path, as_json: bool) -> None:
         console.print(f"[dim]SAT with {tried} fragment(s) in {elapsed * 1000:.1f} ms[/]")
     if result.fragments is None:
         raise SystemExit(1)
+
+
+LOOSE_EXIT_CODES = (
+    "Exit codes: 0 a verified k-loose association (rows suppressed, if any, are named); 1 none could be "
+    "made (every row suppressed); 2 bad input; 3 internal error, a bug (STREAMDETECT_DEBUG=1 shows the traceback)."
+)
+
+
+def _attributes(text: str, option: str, topology: Topology) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in topology.table.attributes]
+    if not names or unknown:
+        raise TopologyError(
+            f"{option}: {'unknown attribute(s) ' + ', '.join(unknown) if unknown else 'no attribute given'}; "
+            f"the table has {', '.join(topology.table.attributes)}",
+            file=topology.path,
+        )
+    return names
+
+
+def _fragments(model: Topology, left_text: str, right_text: str) -> tuple[list[str], list[str], list[tuple[str, ...]]]:
+    """The two fragments' attributes and the constraints they cover together; refuses fragments that
+    share an attribute or hold a constraint alone (not a safe fragmentation)."""
+    left, right = _attributes(left_text, "--left", model), _attributes(right_text, "--right", model)
+    if set(left) & set(right):
+        raise TopologyError(f"--left and --right share {', '.join(sorted(set(left) & set(right)))}: fragments must not")
+    constraints = model.fragmentation.constraints if model.fragmentation is not None else ()
+    covered = [c for c in constraints if set(c) <= set(left) | set(right)]
+    for c in covered:
+        if set(c) <= set(left) or set(c) <= set(right):
+            raise TopologyError(
+                f"constraint {{{', '.join(c)}}} lies inside one fragment: the fragmentation is not safe "
+                "(streamdetect fragment finds one that is)",
+                file=model.path,
+                key="fragmentation.constraints",
+            )
+    return left, right, covered
+
+
+def _codes(table: pl.DataFrame, columns: list[str]) -> list[int]:
+    """Per row, a code of its values on ``columns`` (equal values, equal codes; null is a value)."""
+    return table.select(pl.struct(columns).rank("dense").alias("code")).get_column("code").to_list()
+
+
+@click.command(epilog=LOOSE_EXIT_CODES)
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option("--left", "left_text", required=True, help="The left fragment's attributes, comma separated.")
+@click.option("--right", "right_text", required=True, help="The right fragment's attributes, comma separated.")
+@click.option("--k", type=click.IntRange(min=1), required=True, help="Privacy degree: every association hides in k.")
+@click.option("--kl", type=click.IntRange(min=1), help="Left group size (with --kr; default: a balanced split of k).")
+@click.option("--kr", type=click.IntRange(min=1), help="Right group size (kl * kr must be at least k).")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Write left.csv, right.csv, association.csv."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the fragments, the association and tuple_groups as JSON.")
+@fail_cleanly
+def loose(
+    topology: Path,
+    left_text: str,
+    right_text: str,
+    k: int,
+    kl: int | None,
+    kr: int | None,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Publish two fragments of the table (``table.source``) with group columns and a k-loose association
+    between them (De Capitani di Vimercati et al., VLDB 2010, section 5): every row's left half hides
+    among at least k right halves, none alike under the ``fragmentation.constraints`` the two fragments
+    cover, and symmetrically. The grouping is verified (Definition 5.4) before it is printed."""
+    model = load_topology(topology)
+    left, right, covered = _fragments(model, left_text, right_text)
+    if (kl is None) != (kr is None):
+        raise TopologyError("give both --kl and --kr, or neither (k is then split evenly)")
+    k_left, k_right = (kl, kr) if kl is not None and kr is not None else split_k(k)
+    if k_left * k_right < k:
+        raise TopologyError(f"--kl {k_left} x --kr {k_right} = {k_left * k_right} is less than --k {k}")
+    _, table = load_data(model, with_table=True)
+    if table is None:
+        raise TopologyError(
+            "loose associations are made from the table's rows: set table.source", file=model.path, key="table.source"
+        )
+    left_codes = [_codes(table, [a for a in c if a in left]) for c in covered]
+    right_codes = [_codes(table, [a for a in c if a in right]) for c in covered]
+    left_keys, right_keys = alike_keys(left_codes), alike_keys(right_codes)
+    if not covered:  # nothing alike: every half stands alone
+        left_keys = right_keys = [() for _ in range(table.height)]
+    grouping = greedy_grouping(left_keys, right_keys, k_left, k_right)
+    problems = verify(grouping, left_keys, right_keys, k_left * k_right)
+    if problems:  # never offered: the greedy is wrong if this happens
+        raise AssertionError(f"the grouping made is not {k_left * k_right}-loose: {problems[:3]}")
+    increases = (
+        [str(exposure(grouping, lc, rc).increase) for lc, rc in zip(left_codes, right_codes, strict=True)]
+        if table.height <= EXPOSURE_ROWS
+        else None
+    )
+    published = _published(table, left, right, grouping)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in published.items():
+            frame.write_csv(out / f"{name}.csv")
+    body = _loose_document(grouping, published, covered, increases)
+    if as_json:
+        click.echo(json.dumps(body, default=str))
+    else:
+        _print_loose(body, out)
+    if all(g is None for g in grouping.left):
+        raise SystemExit(1)
+
+
+def _published(table: pl.DataFrame, left: list[str], right: list[str], grouping: Grouping) -> dict[str, pl.DataFrame]:
+    """The fragments with their group column ``G``, sorted by group then values (never in table order,
+    which would give the association away), and the association A(G_l, G_r)."""
+    groups = pl.DataFrame(
+        {"G_l": list(grouping.left), "G_r": list(grouping.right)}, schema={"G_l": pl.Int64, "G_r": pl.Int64}
+    )
+    rows = pl.concat([table, groups], how="horizontal").filter(pl.col("G_l").is_not_null())
+    return {
+        "left": rows.select([*left, pl.col("G_l").alias("G")]).sort(["G", *left], nulls_last=True),
+        "right": rows.select([*right, pl.col("G_r").alias("G")]).sort(["G", *right], nulls_last=True),
+        "association": rows.select("G_l", "G_r").sort(["G_l", "G_r"]),
+    }
+
+
+def _loose_document(
+    grouping: Grouping, published: dict[str, pl.DataFrame], covered: list[tuple[str, ...]], increases: list[str] | None
+) -> dict[str, object]:
+    def rows(frame: pl.DataFrame) -> list[list[object]]:
+        return [list(row) for row in frame.iter_rows()]
+
+    return {
+        "k": grouping.k_left * grouping.k_right,
+        "k_left": grouping.k_left,
+        "k_right": grouping.k_right,
+        "constraints": [list(c) for c in covered],
+        "left": {"attributes": published["left"].columns, "rows": rows(published["left"])},
+        "right": {"attributes": published["right"].columns, "rows": rows(published["right"])},
+        "association": rows(published["association"]),
+        "tuple_groups": [None if g is None else [g, h] for g, h in zip(grouping.left, grouping.right, strict=True)],
+        "suppressed": [{"row": row, "reason": why} for row, why in grouping.suppressed],
+        "verified": True,
+        "exposure_increase": None
+        if increases is None
+        else dict(zip(("+".join(c) for c in covered), increases, strict=True)),
+    }
+
+
+def _print_loose(body: dict[str, object], out: Path | None) -> None:
+    console = Console()
+    left, right = body["left"], body["right"]
+    assert isinstance(left, dict)
+    assert isinstance(right, dict)
+    groups = len({row[-1] for row in left["rows"]}), len({row[-1] for row in right["rows"]})
+    console.print(
+        f"{body['k']}-loose association ({body['k_left']}, {body['k_right']})-grouping: {groups[0]} left and "
+        f"{groups[1]} right groups over {len(left['rows'])} rows; verified (Definition 5.4)"
+    )
+    suppressed = body["suppressed"]
+    assert isinstance(suppressed, list)
+    for entry in suppressed[:20]:
+        console.print(f"  suppressed row {entry['row']}: {entry['reason']}")
+    if len(suppressed) > 20:
+        console.print(f"  ... and {len(suppressed) - 20} more suppressed (--json lists them all)")
+    increase = body["exposure_increase"]
+    if isinstance(increase, dict):
+        for constraint, value in increase.items():
+            console.print(
+                f"  largest increase of exposure for {{{constraint}}}: {value} (publish only if delta_max >= it)"
+            )
+    if out is not None:
+        console.print(f"wrote left.csv, right.csv and association.csv to {out}")

@@ -367,3 +367,32 @@ def test_bad_fragmentation_exits_2_naming_the_key(tmp_path: Path, fragmentation:
     assert "Traceback" not in result.output
     for part in expected:
         assert part in result.stderr, result.stderr
+
+
+HOSPITAL = Path(__file__).resolve().parents[2] / "topologies" / "decapitani-hospital.yaml"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        pytest.param(["--left", "Birth,ZIP", "--right", "ZIP,Doctor"], ["share ZIP"], id="shared-attribute"),
+        pytest.param(
+            ["--left", "Birth,ZIP,Illness", "--right", "Doctor"],
+            ["Birth, ZIP, Illness", "inside one fragment"],
+            id="unsafe",
+        ),
+        pytest.param(
+            ["--left", "Birth,Nme", "--right", "Illness"], ["--left", "unknown attribute(s) Nme"], id="unknown"
+        ),
+        pytest.param(["--left", "Birth", "--right", "Illness", "--kl", "2"], ["both --kl and --kr"], id="half-split"),
+        pytest.param(
+            ["--left", "Birth", "--right", "Illness", "--kl", "1", "--kr", "2"], ["less than --k 4"], id="small-split"
+        ),
+    ],
+)
+def test_bad_loose_options_exit_2(options: list[str], expected: list[str]) -> None:
+    result = CliRunner().invoke(cli, ["loose", str(HOSPITAL), "--k", "4", *options])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for part in expected:
+        assert part in result.stderr, result.stderr
