@@ -1,5 +1,5 @@
-"""Remediation commands: ``fragment`` (minimal correct fragmentation by SAT) and ``loose`` (k-loose
-associations between two fragments)."""
+"""Remediation commands: ``fragment`` (minimal correct fragmentation by SAT), ``loose`` (k-loose
+associations between two fragments) and ``dependencies`` (FDs, MVDs and K-MSDs in the table's rows)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
+from streamdetect.relational.dependencies import Verdict, functional, k_multiset, multivalued
 from streamdetect.remediation.fragmentation import minimal_fragmentation
 from streamdetect.remediation.loose import Grouping, alike_keys, exposure, greedy_grouping, split_k, verify
 
@@ -251,3 +252,71 @@ def _print_loose(body: dict[str, object], out: Path | None) -> None:
             )
     if out is not None:
         console.print(f"wrote left.csv, right.csv and association.csv to {out}")
+
+
+DEPENDENCIES_EXIT_CODES = (
+    "Exit codes: 0 every dependency holds; 1 some does not; 2 bad input; 3 internal error, a bug "
+    "(STREAMDETECT_DEBUG=1 shows the traceback)."
+)
+
+
+def _kmsd(text: str, model: Topology) -> tuple[list[str], list[str]]:
+    if text.count("->") != 1 or "->>" in text:
+        raise TopologyError(f"--kmsd: expected 'A, B -> C', found {text!r}")
+    sides = [[part.strip() for part in side.split(",") if part.strip()] for side in text.split("->")]
+    unknown = [name for side in sides for name in side if name not in model.table.attributes]
+    if unknown or not all(sides):
+        raise TopologyError(
+            f"--kmsd {text!r}: {'unknown attribute(s) ' + ', '.join(unknown) if unknown else 'an empty side'}",
+            file=model.path,
+        )
+    return sides[0], sides[1]
+
+
+@click.command(epilog=DEPENDENCIES_EXIT_CODES)
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option("--kmsd", "kmsds", multiple=True, help="Also check the K-MSD 'A, B -> C' with --k (repeatable).")
+@click.option("--k", type=click.IntRange(min=2), default=2, show_default=True, help="The k of the --kmsd checks.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def dependencies(topology: Path, kmsds: tuple[str, ...], k: int, as_json: bool) -> None:
+    """Check that the table's rows (``table.source``) obey the topology's functional and multivalued
+    dependencies, and any K-MSD given (Huang et al. 2014, Definition 7: every (X, Y)-value at least k
+    rows). A generalization that breaks an FD the data had is what K-MSD-AG avoids."""
+    model = load_topology(topology)
+    _, table = load_data(model, with_table=True)
+    if table is None:
+        raise TopologyError(
+            "dependencies are checked in the table's rows: set table.source", file=model.path, key="table.source"
+        )
+    verdicts: list[tuple[str, Verdict]] = [
+        ("functional", functional(table, fd.lhs, fd.rhs)) for fd in model.table.functional_dependencies
+    ]
+    verdicts += [("multivalued", multivalued(table, mvd.lhs, mvd.rhs)) for mvd in model.table.multivalued_dependencies]
+    verdicts += [("k-multiset", k_multiset(table, *_kmsd(text, model), k)) for text in kmsds]
+    if as_json:
+        body = [
+            {
+                "kind": kind,
+                "dependency": v.dependency,
+                "holds": v.holds,
+                "broken": v.broken,
+                "examples": list(v.examples),
+            }
+            for kind, v in verdicts
+        ]
+        click.echo(json.dumps({"dependencies": body}, default=str))
+    else:
+        console = Console()
+        if not verdicts:
+            console.print(
+                "no dependency declared (table.functional_dependencies, table.multivalued_dependencies) "
+                "or given (--kmsd)"
+            )
+        for kind, verdict in verdicts:
+            state = "[green]holds[/]" if verdict.holds else f"[red]broken by {verdict.broken} group(s)[/]"
+            console.print(f"{kind} {verdict.dependency}: {state}")
+            for example in verdict.examples:
+                console.print(f"  e.g. {', '.join(f'{name}={value}' for name, value in example.items())}")
+    if not all(verdict.holds for _, verdict in verdicts):
+        raise SystemExit(1)

@@ -23,6 +23,7 @@ from streamdetect.model.topology import (
     CheckConfig,
     FragmentationSpec,
     FunctionalDependency,
+    MultivaluedDependency,
     TableSchema,
     Topology,
     ViewDefinition,
@@ -44,6 +45,7 @@ _TABLE_KEYS = {
     "sensitive",
     "quasi_identifiers",
     "functional_dependencies",
+    "multivalued_dependencies",
     "source",
 }
 _VIEW_KEYS = {"name", "attributes", "where", "source", "topic"}
@@ -164,6 +166,7 @@ def _table(ctx: _Context, raw: Any) -> TableSchema:
     if both:
         raise ctx.fail("table.sensitive", f"{', '.join(sorted(both))} cannot be both identifier and sensitive")
     dependencies = _dependencies(ctx, table.get("functional_dependencies"), attributes)
+    multivalued = _multivalued(ctx, table.get("multivalued_dependencies"), attributes)
     source = _resolve(ctx, table["source"], "table.source") if table.get("source") is not None else None
     name = ctx.text(table.get("name", "table"), "table.name")
     return TableSchema(
@@ -173,31 +176,44 @@ def _table(ctx: _Context, raw: Any) -> TableSchema:
         sensitive=roles["sensitive"],
         quasi_identifiers=roles["quasi_identifiers"],
         functional_dependencies=dependencies,
+        multivalued_dependencies=multivalued,
         types=types,
         source=source,
     )
 
 
 def _dependencies(ctx: _Context, raw: Any, attributes: Sequence[str]) -> tuple[FunctionalDependency, ...]:
+    return tuple(FunctionalDependency(lhs, rhs) for lhs, rhs in _sides(ctx, raw, attributes, "->"))
+
+
+def _multivalued(ctx: _Context, raw: Any, attributes: Sequence[str]) -> tuple[MultivaluedDependency, ...]:
+    return tuple(MultivaluedDependency(lhs, rhs) for lhs, rhs in _sides(ctx, raw, attributes, "->>"))
+
+
+def _sides(
+    ctx: _Context, raw: Any, attributes: Sequence[str], arrow: str
+) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``['A, B -> C']`` (or ``->>``): each dependency's two sides, attribute names checked."""
+    kind = "functional_dependencies" if arrow == "->" else "multivalued_dependencies"
     if raw is None:
-        return ()
+        return []
     if not isinstance(raw, Sequence) or isinstance(raw, str):
-        raise ctx.fail("table.functional_dependencies", f"expected a list like ['A, B -> C'], found {_kind(raw)}")
+        raise ctx.fail(f"table.{kind}", f"expected a list like ['A, B {arrow} C'], found {_kind(raw)}")
     dependencies = []
     for i, item in enumerate(raw):
-        key = f"table.functional_dependencies[{i}]"
+        key = f"table.{kind}[{i}]"
         text = ctx.text(item, key)
-        if text.count("->") != 1:
-            raise ctx.fail(key, f"expected 'A, B -> C', found {text!r}")
-        sides = [tuple(part.strip() for part in side.split(",")) for side in text.split("->")]
+        if text.count("->") != 1 or (arrow == "->") == ("->>" in text):
+            raise ctx.fail(key, f"expected 'A, B {arrow} C', found {text!r}")
+        sides = [tuple(part.strip() for part in side.split(",")) for side in text.split(arrow)]
         for side in sides:
             if not side or any(not part for part in side):
                 raise ctx.fail(key, f"empty attribute name in {text!r}")
             for name in side:
                 if name not in attributes:
                     raise ctx.fail(key, f"unknown attribute {name!r}")
-        dependencies.append(FunctionalDependency(sides[0], sides[1]))
-    return tuple(dependencies)
+        dependencies.append((sides[0], sides[1]))
+    return dependencies
 
 
 def _parsed(

@@ -31,6 +31,17 @@ class FunctionalDependency:
 
 
 @dataclass(frozen=True)
+class MultivaluedDependency:
+    """``lhs ->> rhs`` over attribute names of the table (Huang et al. 2014, section 4.1)."""
+
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{', '.join(self.lhs)} ->> {', '.join(self.rhs)}"
+
+
+@dataclass(frozen=True)
 class TableSchema:
     """The private table: its attributes with their roles.
 
@@ -44,6 +55,7 @@ class TableSchema:
     sensitive: tuple[str, ...]
     quasi_identifiers: tuple[str, ...] = ()
     functional_dependencies: tuple[FunctionalDependency, ...] = ()
+    multivalued_dependencies: tuple[MultivaluedDependency, ...] = ()
     types: Mapping[str, AttributeType] = field(default_factory=dict)
     source: str | None = None
 

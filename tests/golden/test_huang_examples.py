@@ -13,6 +13,7 @@ import streamdetect
 from streamdetect.checks.protocol import Batch
 from streamdetect.checks.table_anonymity import TableAnonymity
 from streamdetect.cli.main import cli
+from streamdetect.relational.dependencies import functional, k_multiset
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 TABLE1 = TOPOLOGIES / "huang-table1.yaml"
@@ -68,3 +69,33 @@ def test_group_findings_in_json_and_back() -> None:
     assert explained.exit_code == 0, explained.output
     rows = json.loads(explained.stdout)["explanation"][0]["rows"]
     assert len(rows) == diverse["count"]
+
+
+def test_incognito_table2_loses_department_to_phone_and_table10_keeps_it() -> None:
+    table2 = TABLE10.with_columns(
+        pl.lit("Teaching").alias("Department"),
+        pl.Series("Phone", ["85152**", "85152**", "85154**", "85154**", "85156**", "85156**", "85153**", "85153**"]),
+    )
+    assert not functional(table2, ["Department"], ["Phone"]).holds  # one Department, four Phones
+    assert functional(TABLE10, ["Department"], ["Phone"]).holds
+    # Theorem 2: X ->2 Y on a 2-anonymous table.
+    assert k_multiset(TABLE10, ["Country", "Sex"], ["Zip", "Department", "Phone"], 2).holds
+
+
+def test_table6_zip_is_2_multiset_dependent_on_race() -> None:
+    """Section 4.2: Asian with {0213*, 0213*, 02141, 02141}, Black with 02138 four times."""
+    table6 = pl.DataFrame(
+        {"Race": ["Asian"] * 4 + ["Black"] * 4, "Zip": ["0213*", "0213*", "02141", "02141"] + ["02138"] * 4}
+    )
+    assert k_multiset(table6, ["Race"], ["Zip"], 2).holds
+    assert not k_multiset(table6, ["Race"], ["Zip"], 3).holds
+
+
+def test_dependencies_command_on_table1() -> None:
+    outcome = CliRunner().invoke(cli, ["dependencies", str(TABLE1), "--kmsd", "Country -> Sex", "--json"])
+    assert outcome.exit_code == 1  # the K-MSD does not hold in the raw table
+    body = json.loads(outcome.stdout)["dependencies"]
+    assert [(d["kind"], d["dependency"], d["holds"]) for d in body] == [
+        ("functional", "Department -> Phone", True),
+        ("k-multiset", "Country ->2 Sex", False),
+    ]
