@@ -15,6 +15,7 @@ import yaml
 
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.errors import PredicateError, TopologyError
+from streamdetect.model.hierarchies import Hierarchy, intervals, mapping, mask
 from streamdetect.model.predicates import Predicate, attributes_of, date_literal, literals_of, parse_predicate
 from streamdetect.model.topology import (
     ATTRIBUTE_TYPES,
@@ -34,7 +35,7 @@ T = TypeVar("T")
 #: Checks this version implements, with their default ``k`` (the registry's).
 SUPPORTED_CHECKS: Mapping[str, int] = {name: registration.default_k for name, registration in REGISTRY.items()}
 
-_TOP_KEYS = {"name", "table", "views", "checks", "window", "fragmentation"}
+_TOP_KEYS = {"name", "table", "views", "checks", "window", "fragmentation", "generalization"}
 #: A ``window``: a positive number and a unit, seconds to weeks.
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -332,6 +333,7 @@ def load_topology(path: str | Path) -> Topology:
     window = _window(ctx, document["window"]) if document.get("window") is not None else None
     raw = document.get("fragmentation")
     fragmentation = _fragmentation(ctx, raw, table) if raw is not None else None
+    generalization = _generalization(ctx, document.get("generalization"), table)
     return Topology(
         name=name,
         table=table,
@@ -340,7 +342,44 @@ def load_topology(path: str | Path) -> Topology:
         path=str(ctx.path),
         window=window,
         fragmentation=fragmentation,
+        generalization=generalization,
     )
+
+
+def _generalization(ctx: _Context, raw: Any, table: TableSchema) -> dict[str, Hierarchy]:
+    """``generalization: {Zip: mask, Country: {map: [{USA: North America}]}, Age: {intervals: [10, 20]}}``."""
+    if raw is None:
+        return {}
+    spec = ctx.mapping(raw, "generalization")
+    hierarchies: dict[str, Hierarchy] = {}
+    for name, value in spec.items():
+        key = f"generalization.{name}"
+        if name not in table.attributes:
+            raise ctx.fail(key, f"unknown attribute {name!r}; the table has {', '.join(table.attributes)}")
+        if value == "mask":
+            hierarchies[name] = mask()
+            continue
+        kinds = ctx.mapping(value, key)
+        if len(kinds) != 1 or next(iter(kinds)) not in ("map", "mask", "intervals"):
+            raise ctx.fail(key, "expected mask, {mask: N}, {map: [{value: parent}, ...]} or {intervals: [width, ...]}")
+        kind, levels = next(iter(kinds.items()))
+        if kind == "mask":
+            hierarchies[name] = mask()
+        elif kind == "intervals":
+            if (
+                not isinstance(levels, Sequence)
+                or isinstance(levels, str)
+                or not levels
+                or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in levels)
+            ):
+                raise ctx.fail(f"{key}.intervals", f"expected a list of positive widths, found {_kind(levels)}")
+            hierarchies[name] = intervals(levels)
+        else:
+            if not isinstance(levels, Sequence) or isinstance(levels, str) or not levels:
+                raise ctx.fail(f"{key}.map", f"expected a list of mappings value -> parent, found {_kind(levels)}")
+            maps = [ctx.mapping(level, f"{key}.map[{i}]") for i, level in enumerate(levels)]
+            hierarchies[name] = mapping([{str(child): str(parent) for child, parent in m.items()} for m in maps])
+    return hierarchies
 
 
 def _fragmentation(ctx: _Context, raw: Any, table: TableSchema) -> FragmentationSpec:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from streamdetect.model.hierarchies import Hierarchy
 from streamdetect.model.predicates import Predicate, attributes_of
 from streamdetect.model.visibility import VisibilityRequirement
 
@@ -114,6 +115,8 @@ class Topology:
     window: float | None = None
     #: Constraints and requirements of ``streamdetect fragment`` (``fragmentation:``; None: not declared).
     fragmentation: FragmentationSpec | None = None
+    #: Generalization hierarchies of quasi-identifiers, for ``streamdetect anonymize`` (``generalization:``).
+    generalization: Mapping[str, Hierarchy] = field(default_factory=dict)
 
     def view(self, name: str) -> ViewDefinition:
         """The view called ``name`` (KeyError if none)."""

@@ -99,3 +99,33 @@ def test_dependencies_command_on_table1() -> None:
         ("functional", "Department -> Phone", True),
         ("k-multiset", "Country ->2 Sex", False),
     ]
+
+
+TABLE7 = [
+    ("USA", "Female", "021**", "Teaching", "85152**"),
+    ("USA", "Female", "021**", "Teaching", "85152**"),
+    ("Japan", "Male", "021**", "Physics", "851541*"),
+    ("Japan", "Male", "021**", "Physics", "851541*"),
+    ("Asia", "Female", "021**", "Computer", "851562*"),
+    ("Asia", "Female", "021**", "Computer", "851562*"),
+    ("Canada", "Male", "021**", "Teaching", "85153**"),
+    ("Canada", "Male", "021**", "Teaching", "85153**"),
+]
+
+
+def test_k_msd_gives_table7_and_k_msd_ag_table10(tmp_path: Path) -> None:
+    for algorithm, expected, fd_after in (
+        ("k-msd", TABLE7, False),
+        ("k-msd-ag", list(TABLE10.select(COLUMNS[:5]).iter_rows()), True),
+    ):
+        out = tmp_path / algorithm
+        outcome = CliRunner().invoke(
+            cli, ["anonymize", str(TABLE1), "--k", "2", "--algorithm", algorithm, "--out", str(out), "--json"]
+        )
+        assert outcome.exit_code == 0, outcome.output
+        written = pl.read_csv(out / "anonymized.csv", infer_schema=False)
+        assert list(written.select(COLUMNS[:5]).iter_rows()) == expected
+        assert written.get_column("Salary").to_list() == SALARIES  # the sensitive attribute is untouched
+        report = json.loads(outcome.stdout)
+        assert report["functional_dependencies"]["Department -> Phone"] == {"before": True, "after": fd_after}
+        assert report["discernibility"] == 16  # four groups of two rows
