@@ -64,7 +64,10 @@ class GroupCounts:
     deferred: list[tuple[str, str | None, pl.DataFrame, list[str], str]] = field(default_factory=list)
 
     def _build(self) -> None:
-        for which, attribute, frame, columns, count in self.deferred:
+        for which, attribute, source, columns, column in self.deferred:
+            # Raw rows (no count column): count them per (group, value) now.
+            frame = source if column else source.group_by(columns).agg(pl.len().alias(_COUNT))
+            count = column or _COUNT
             built = dict(zip(_tuples(frame, columns), frame.get_column(count).to_list(), strict=True))
             if which == "rows":
                 self._rows = built
@@ -243,22 +246,24 @@ class TableAnonymity:
         return Delta(tuple(f for part in raised for f in part), tuple(cleared))
 
     def _load(self, relation: Relation, counts: GroupCounts, rows: pl.DataFrame) -> GroupFindings:
-        """An empty relation's first rows, grouped in one polars pass: its counts and its findings in
-        report order (count, then group values). Building the dictionaries is C-speed (``dict(zip())``)."""
+        """An empty relation's first rows, grouped in one polars pass (rows and, for l-diversity, distinct
+        sensitive values per group): its findings in report order (count, then group values). The
+        dictionaries for later batches (rows per group, per group and value) are built only if one comes."""
         keys = list(relation.keys)
-        grouped = rows.group_by(keys).agg(pl.len().alias(_COUNT))
+        distinct = [pl.col(a).n_unique().alias(f"{_COUNT}:d:{a}") for a in relation.sensitive]
+        grouped = rows.group_by(keys).agg(pl.len().alias(_COUNT), *distinct)
         counts.deferred.append(("rows", None, grouped, keys, _COUNT))
         context = (self.criterion, self.k, relation.name, relation.keys)
         if self.criterion == "table-k-anonymity":
-            small = grouped.filter(pl.col(_COUNT) < self.k).sort([_COUNT, *keys], nulls_last=True)
+            small = grouped.filter(pl.col(_COUNT) < self.k)
             return GroupFindings([(context, small, None)])
         parts: list[Part] = []
         for attribute in relation.sensitive:
-            pairs = rows.group_by([*keys, attribute]).len()
-            counts.deferred.append(("pairs", attribute, pairs, [*keys, attribute], "len"))
-            distinct = pairs.group_by(keys).agg(pl.len().alias("distinct")).join(grouped, on=keys, nulls_equal=True)
-            counts.deferred.append(("distinct", attribute, distinct, keys, "distinct"))
-            poor = distinct.filter(pl.col("distinct") < self.k).sort(["distinct", _COUNT, *keys], nulls_last=True)
+            # Grouped by (group, value) only when built: the rows themselves wait here.
+            counts.deferred.append(("pairs", attribute, rows, [*keys, attribute], ""))
+            counts.deferred.append(("distinct", attribute, grouped, keys, f"{_COUNT}:d:{attribute}"))
+            column = pl.col(f"{_COUNT}:d:{attribute}")
+            poor = grouped.filter(column < self.k).select(*keys, _COUNT, column.alias("distinct"))
             parts.append((context, poor, attribute))
         return GroupFindings(parts)
 
@@ -424,8 +429,24 @@ class GroupFindings(Sequence[GroupFinding]):
     how many) is complete before any object is made. Iterating builds them all, in order. O(1) length."""
 
     def __init__(self, parts: list[Part]) -> None:
-        self.parts = parts
+        self._parts = parts
+        self._sorted: list[Part] | None = None
         self.sizes = [frame.height for _, frame, _ in parts]
+
+    @property
+    def parts(self) -> list[Part]:
+        """The parts with their groups in report order (by distinct values, count, then group values),
+        sorted on first read: the answer is counted before it is ordered."""
+        if self._sorted is None:
+            self._sorted = [
+                (
+                    context,
+                    frame.sort([*(["distinct"] if attribute else []), _COUNT, *context[3]], nulls_last=True),
+                    attribute,
+                )
+                for context, frame, attribute in self._parts
+            ]
+        return self._sorted
 
     def __len__(self) -> int:
         return sum(self.sizes)

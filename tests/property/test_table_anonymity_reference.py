@@ -170,3 +170,17 @@ def test_pycanon_measures_the_same_k_and_l(rows: list[tuple[str, int, str]]) -> 
     l_check = TableAnonymity(topology, "l-diversity", above)
     diverse = l_check.update(l_check.initialize(), Batch(table=frame)).raised
     assert min(f.distinct or 0 for f in diverse) == anonymity.l_diversity(data, ["Zip", "Age"], ["Illness"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows_strategy, st.integers(2, 4))
+def test_a_first_load_raises_the_findings_in_report_order(rows: list[dict[str, Any]], k: int) -> None:
+    """The lazy findings of a first load come out in the order result() gives (run_checks relies on it)."""
+    topology = _topology(k)
+    for criterion in ("table-k-anonymity", "l-diversity"):
+        check = TableAnonymity(topology, criterion, k)
+        state = check.initialize()
+        batch = Batch(table=_frame(rows, ATTRIBUTES), views={v.name: _frame(rows, v.attributes) for v in topology.views})
+        raised = check.update(state, batch).raised
+        assert [f.id for f in raised] == [f.id for f in check.result(state)]
+        assert [raised[i].id for i in range(len(raised))] == [f.id for f in raised]  # indexing agrees
