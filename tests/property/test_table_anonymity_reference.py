@@ -180,7 +180,8 @@ def test_a_first_load_raises_the_findings_in_report_order(rows: list[dict[str, A
     for criterion in ("table-k-anonymity", "l-diversity"):
         check = TableAnonymity(topology, criterion, k)
         state = check.initialize()
-        batch = Batch(table=_frame(rows, ATTRIBUTES), views={v.name: _frame(rows, v.attributes) for v in topology.views})
+        views = {v.name: _frame(rows, v.attributes) for v in topology.views}
+        batch = Batch(table=_frame(rows, ATTRIBUTES), views=views)
         raised = check.update(state, batch).raised
         assert [f.id for f in raised] == [f.id for f in check.result(state)]
         assert [raised[i].id for i in range(len(raised))] == [f.id for f in raised]  # indexing agrees
