@@ -1,5 +1,5 @@
 """The ``streamdetect`` command: ``check``, ``explain``, ``closure``, ``findings``, ``bench``, ``broker``, ``publish``,
-``worker``, ``anonymize``, ``dependencies``, ``fragment``, ``loose``.
+``worker``, ``anonymize``, ``dependencies``, ``fragment``, ``loose``, ``remediate``.
 
 Exit codes: 0 nothing found, 1 findings, 2 bad input (one message naming the file, the key path and
 what is wrong, on stderr; never a traceback), 3 an internal error (a bug; ``STREAMDETECT_DEBUG=1``
@@ -25,7 +25,7 @@ from streamdetect.checks.linkage import finding_order
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
-from streamdetect.cli.remediation import anonymize, dependencies, fragment, loose
+from streamdetect.cli.remediation import anonymize, dependencies, fragment, loose, remediate
 from streamdetect.cli.stream import BOOTSTRAP, publish, worker
 from streamdetect.detector import Detector
 from streamdetect.engine import CHECKS, FailOn, Finding, Report, checks_to_run, needs_table, run_checks
@@ -379,6 +379,7 @@ cli.add_command(anonymize)
 cli.add_command(dependencies)
 cli.add_command(fragment)
 cli.add_command(loose)
+cli.add_command(remediate)
 cli.add_command(publish)
 cli.add_command(worker)
 

@@ -1,6 +1,6 @@
 """Remediation commands: ``fragment`` (minimal correct fragmentation by SAT), ``loose`` (k-loose
 associations between two fragments), ``dependencies`` (FDs, MVDs and K-MSDs in the table's rows) and
-``anonymize`` (K-MSD and K-MSD-AG k-anonymization)."""
+``anonymize`` (K-MSD and K-MSD-AG k-anonymization), and ``remediate`` (releases proposed and re-checked)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from rich.table import Table
 from streamdetect.checks.protocol import Batch
 from streamdetect.checks.table_anonymity import TableAnonymity
 from streamdetect.cli.errors import fail_cleanly
+from streamdetect.engine import Report, run_checks
 from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
@@ -24,6 +25,7 @@ from streamdetect.relational.dependencies import Verdict, functional, k_multiset
 from streamdetect.remediation.fragmentation import minimal_fragmentation
 from streamdetect.remediation.kmsd import information_loss, k_msd, k_msd_ag, prepare
 from streamdetect.remediation.loose import Grouping, alike_keys, exposure, greedy_grouping, split_k, verify
+from streamdetect.remediation.proposals import Proposal, fragmented, generalized
 
 #: Tables up to this many rows get their exposure (section 6) computed; beyond, it is skipped.
 EXPOSURE_ROWS = 2_000
@@ -410,3 +412,82 @@ def _recheck(model: Topology, result: pl.DataFrame, quasi: list[str], k: int, al
         for fd in model.table.functional_dependencies:
             if set(fd.lhs) <= set(quasi) and set(fd.rhs) & set(quasi) and not functional(result, fd.lhs, fd.rhs).holds:
                 raise AssertionError(f"K-MSD-AG broke the FD {fd}")
+
+
+REMEDIATE_EXIT_CODES = (
+    "Exit codes: 0 nothing to remediate, or a proposal the checks find clean; 1 violations and no clean "
+    "proposal; 2 bad input; 3 internal error, a bug."
+)
+
+
+@click.command(epilog=REMEDIATE_EXIT_CODES)
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option(
+    "--k", type=click.IntRange(min=2), help="k of the proposals (default: the largest k the topology's checks use)."
+)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Write each clean proposal's rows here.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def remediate(topology: Path, k: int | None, out: Path | None, as_json: bool) -> None:
+    """For a topology whose checks find violations, propose releases (the table generalized by
+    K-MSD-AG with its views recomputed; the minimal fragmentation with a k-loose association) and re-run
+    every configured check on each: before and after findings, and the utility each costs. Only a
+    proposal the checks find clean is called safe."""
+    model = load_topology(topology)
+    views, table = load_data(model, with_table=True)
+    if table is None:
+        raise TopologyError(
+            "remediate proposes releases of the table's rows: set table.source", file=model.path, key="table.source"
+        )
+    degree = k or max((config.k for config in model.checks), default=2)
+    before = run_checks(model, views, table=table)
+    proposals = [] if not before.findings else [generalized(model, table, degree), fragmented(model, table, degree)]
+    body = {
+        "topology": model.name,
+        "k": degree,
+        "before": before.by_check(),
+        "proposals": [_proposal_document(p) for p in proposals],
+    }
+    if out is not None:
+        for proposal in proposals:
+            if proposal.safe:
+                where = out / proposal.kind
+                where.mkdir(parents=True, exist_ok=True)
+                for name, frame in proposal.views.items():
+                    frame.write_csv(where / f"{name}.csv")
+    if as_json:
+        click.echo(json.dumps(body, default=str))
+    else:
+        _print_proposals(before, proposals, degree)
+    if before.findings and not any(p.safe for p in proposals):
+        raise SystemExit(1)
+
+
+def _proposal_document(proposal: Proposal) -> dict[str, object]:
+    return {
+        "kind": proposal.kind,
+        "description": proposal.description,
+        "safe": proposal.safe,
+        "after": proposal.report.by_check() if proposal.report is not None else None,
+        "utility": proposal.utility,
+        "reason": proposal.reason,
+    }
+
+
+def _print_proposals(before: Report, proposals: list[Proposal], k: int) -> None:
+    console = Console()
+    if not before.findings:
+        console.print(f"no finding in {before.topology!r}: nothing to remediate")
+        return
+    counts = ", ".join(f"{name}: {n}" for name, n in before.by_check().items())
+    console.print(f"{len(before.findings)} finding(s) now ({counts}); proposals at k = {k}, each re-checked:")
+    for proposal in proposals:
+        verdict = "[green]safe[/]" if proposal.safe else "[red]not safe[/]"
+        console.print(f"\n{proposal.kind}: {proposal.description}: {verdict}")
+        if proposal.reason:
+            console.print(f"  {proposal.reason}")
+        if proposal.report is not None:
+            after = ", ".join(f"{name}: {n}" for name, n in proposal.report.by_check().items())
+            console.print(f"  findings after: {len(proposal.report.findings)} ({after})")
+        for name, value in proposal.utility.items():
+            console.print(f"  {name}: {value}")
