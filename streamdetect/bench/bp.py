@@ -99,6 +99,8 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
             {"name": view, "attributes": attributes, "source": f"{view}.parquet"} for view, attributes in VIEWS.items()
         ],
         "checks": {"linkage": {"k": 2}},
+        # For `anonymize` and `bench anonymize`: dates and ZIP codes masked from the right.
+        "generalization": {"Birthday": "mask", "Zipcode": "mask"},
     }
     path = out_dir / "bp.yaml"
     header = (

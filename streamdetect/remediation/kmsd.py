@@ -85,46 +85,42 @@ def _violations(table: Generalized, groups: Sequence[Sequence[int]], attribute: 
 
 def mdg(table: Generalized, group: Sequence[int], attribute: str, k: int) -> None:
     """Minimal distance generalization of ``attribute`` inside one group of at least k rows, until every
-    value of it appears at least k times there. Each round takes the rarest violating value and merges
-    it with the fewest values that share its ancestor at the lowest level where their rows reach k
-    (whole values only, violating ones first: an untouched value keeps its count)."""
+    value of it appears at least k times there. Level by level from the bottom: the values sharing an
+    ancestor at that level form a bucket; a bucket holding violating values whose rows reach k merges
+    its violating values with the fewest others (rarest first) into the ancestor; buckets that cannot
+    reach k wait for the next level. Whole values only, so an untouched value keeps its count. Every
+    hierarchy ends in ``*``: at the top the group merges. O(levels * rows of the group)."""
     hierarchy = table.hierarchies[attribute]
     original = table.original[attribute]
     levels = table.levels[attribute]
-    while True:
+    top = max(hierarchy.height(original[r]) for r in group)
+    for level in range(1, top + 1):
         cells: dict[str | None, list[int]] = defaultdict(list)
         for row in group:
             cells[table.value(attribute, row)].append(row)
-        violating = sorted((v for v, rows in cells.items() if len(rows) < k), key=lambda v: (len(cells[v]), str(v)))
+        violating = {v for v, rows in cells.items() if len(rows) < k}
         if not violating:
             return
-        start = violating[0]
-        first = cells[start][0]
-        top = max(hierarchy.height(original[r]) for r in group)  # every value is * there
-        for level in range(levels[first] + 1, top + 1):
-            ancestor = hierarchy.generalize(original[first], level)
-            # Values (as they stand) whose every cell reaches that ancestor at this level.
-            under = [
-                v
-                for v, rows in cells.items()
-                if all(hierarchy.generalize(original[r], max(level, levels[r])) == ancestor for r in rows)
-            ]
-            if sum(len(cells[v]) for v in under) < k:
+        buckets: dict[str | None, list[str | None]] = defaultdict(list)
+        for value, rows in cells.items():
+            ancestors = {hierarchy.generalize(original[r], max(level, levels[r])) for r in rows}
+            if len(ancestors) == 1:
+                buckets[ancestors.pop()].append(value)
+        for members in buckets.values():
+            bad = sorted((v for v in members if v in violating), key=lambda v: (len(cells[v]), str(v)))
+            if not bad or sum(len(cells[v]) for v in members) < k:
                 continue
-            chosen, total = [start], len(cells[start])
-            for v in sorted(
-                (v for v in under if v != start), key=lambda v: (len(cells[v]) >= k, len(cells[v]), str(v))
-            ):
+            chosen, total = list(bad), sum(len(cells[v]) for v in bad)
+            for value in sorted((v for v in members if v not in violating), key=lambda v: (len(cells[v]), str(v))):
                 if total >= k:
                     break
-                chosen.append(v)
-                total += len(cells[v])
-            for v in chosen:
-                for row in cells[v]:
+                chosen.append(value)
+                total += len(cells[value])
+            for value in chosen:
+                for row in cells[value]:
                     levels[row] = max(level, levels[row])
-            break
-        else:  # cannot happen for a group of at least k rows: the top merges everything
-            raise ValueError(f"a group of {len(group)} rows cannot reach k = {k}")
+    if any(n < k for n in Counter(table.value(attribute, r) for r in group).values()):
+        raise ValueError(f"a group of {len(group)} rows cannot reach k = {k}")  # the top merges all: a bug
 
 
 def association_generalization(table: Generalized, lhs: Sequence[str], rhs: Sequence[str]) -> None:
@@ -243,15 +239,11 @@ def information_loss(table: Generalized, quasi: Sequence[str]) -> Loss:
     penalties = []
     for a in quasi:
         originals = {v for v in table.original[a] if v is not None}
-        covered: dict[tuple[int, str | None], set[str]] = defaultdict(set)
-        for row in range(table.rows):
-            v = table.original[a][row]
-            if v is not None:
-                covered[(table.levels[a][row], table.value(a, row))].add(v)
         # A generalized value covers every original of the table that reaches it at that level.
-        cover = {
-            key: len({o for o in originals if table.hierarchies[a].generalize(o, key[0]) == key[1]}) for key in covered
-        }
+        cover: dict[tuple[int, str | None], int] = {}
+        for level in set(table.levels[a]):
+            reached = Counter(table.hierarchies[a].generalize(o, level) for o in originals)
+            cover.update({(level, value): n for value, n in reached.items()})
         span = max(len(originals) - 1, 1)
         for row in range(table.rows):
             if table.original[a][row] is None:
