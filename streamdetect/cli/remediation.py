@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import click
@@ -24,7 +25,7 @@ from streamdetect.model.topology import Topology
 from streamdetect.relational.dependencies import Verdict, functional, k_multiset, multivalued
 from streamdetect.remediation.fragmentation import minimal_fragmentation
 from streamdetect.remediation.kmsd import information_loss, k_msd, k_msd_ag, prepare
-from streamdetect.remediation.loose import Grouping, alike_keys, exposure, greedy_grouping, split_k, verify
+from streamdetect.remediation.loose import Exposure, Grouping, alike_keys, exposure, greedy_grouping, split_k, verify
 from streamdetect.remediation.proposals import Proposal, fragmented, generalized
 
 #: Tables up to this many rows get their exposure (section 6) computed; beyond, it is skipped.
@@ -141,6 +142,11 @@ def _codes(table: pl.DataFrame, columns: list[str]) -> list[int]:
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Write left.csv, right.csv, association.csv."
 )
+@click.option(
+    "--delta-max",
+    help="Largest increase of exposure allowed (section 6), e.g. 1/8: above it nothing is written, exit 1.",
+)
+@click.option("--exposure", "show_exposure", is_flag=True, help="Also give the per-class exposure tables (section 6).")
 @click.option("--json", "as_json", is_flag=True, help="Print the fragments, the association and tuple_groups as JSON.")
 @fail_cleanly
 def loose(
@@ -151,6 +157,8 @@ def loose(
     kl: int | None,
     kr: int | None,
     out: Path | None,
+    delta_max: str | None,
+    show_exposure: bool,
     as_json: bool,
 ) -> None:
     """Publish two fragments of the table (``table.source``) with group columns and a k-loose association
@@ -159,11 +167,7 @@ def loose(
     cover, and symmetrically. The grouping is verified (Definition 5.4) before it is printed."""
     model = load_topology(topology)
     left, right, covered = _fragments(model, left_text, right_text)
-    if (kl is None) != (kr is None):
-        raise TopologyError("give both --kl and --kr, or neither (k is then split evenly)")
-    k_left, k_right = (kl, kr) if kl is not None and kr is not None else split_k(k)
-    if k_left * k_right < k:
-        raise TopologyError(f"--kl {k_left} x --kr {k_right} = {k_left * k_right} is less than --k {k}")
+    k_left, k_right = _split(k, kl, kr)
     _, table = load_data(model, with_table=True)
     if table is None:
         raise TopologyError(
@@ -171,30 +175,78 @@ def loose(
         )
     left_codes = [_codes(table, [a for a in c if a in left]) for c in covered]
     right_codes = [_codes(table, [a for a in c if a in right]) for c in covered]
-    left_keys, right_keys = alike_keys(left_codes), alike_keys(right_codes)
-    if not covered:  # nothing alike: every half stands alone
-        left_keys = right_keys = [() for _ in range(table.height)]
+    # Without a covered constraint nothing is alike: every half stands alone.
+    left_keys = alike_keys(left_codes) if covered else [() for _ in range(table.height)]
+    right_keys = alike_keys(right_codes) if covered else [() for _ in range(table.height)]
     grouping = greedy_grouping(left_keys, right_keys, k_left, k_right)
     problems = verify(grouping, left_keys, right_keys, k_left * k_right)
     if problems:  # never offered: the greedy is wrong if this happens
         raise AssertionError(f"the grouping made is not {k_left * k_right}-loose: {problems[:3]}")
-    increases = (
-        [str(exposure(grouping, lc, rc).increase) for lc, rc in zip(left_codes, right_codes, strict=True)]
+    limit = _fraction(delta_max) if delta_max is not None else None
+    if (limit is not None or show_exposure) and table.height > EXPOSURE_ROWS:
+        raise TopologyError(
+            f"exposure is computed for tables of at most {EXPOSURE_ROWS:,} rows; this one has {table.height:,}"
+        )
+    exposures = (
+        [exposure(grouping, lc, rc) for lc, rc in zip(left_codes, right_codes, strict=True)]
         if table.height <= EXPOSURE_ROWS
         else None
     )
+    increases = None if exposures is None else [str(e.increase) for e in exposures]
+    too_exposed = limit is not None and exposures is not None and any(e.increase > limit for e in exposures)
     published = _published(table, left, right, grouping)
-    if out is not None:
+    if out is not None and not too_exposed:
         out.mkdir(parents=True, exist_ok=True)
         for name, frame in published.items():
             frame.write_csv(out / f"{name}.csv")
     body = _loose_document(grouping, published, covered, increases)
+    if show_exposure and exposures is not None:
+        body["exposure"] = _exposure_document(covered, exposures)
+    if limit is not None:
+        body["delta_max"] = str(limit)
+        body["published"] = not too_exposed
     if as_json:
         click.echo(json.dumps(body, default=str))
     else:
-        _print_loose(body, out)
-    if all(g is None for g in grouping.left):
+        _print_loose(body, None if too_exposed else out)
+        if too_exposed:
+            click.echo(f"exposure rises by more than delta_max = {limit}: nothing written", err=True)
+    if too_exposed or all(g is None for g in grouping.left):
         raise SystemExit(1)
+
+
+def _split(k: int, kl: int | None, kr: int | None) -> tuple[int, int]:
+    """``(kl, kr)`` as given (both, with a product of at least k), or k split evenly."""
+    if (kl is None) != (kr is None):
+        raise TopologyError("give both --kl and --kr, or neither (k is then split evenly)")
+    k_left, k_right = (kl, kr) if kl is not None and kr is not None else split_k(k)
+    if k_left * k_right < k:
+        raise TopologyError(f"--kl {k_left} x --kr {k_right} = {k_left * k_right} is less than --k {k}")
+    return k_left, k_right
+
+
+def _exposure_document(covered: list[tuple[str, ...]], exposures: list[Exposure]) -> dict[str, object]:
+    """Per covered constraint, section 6's tables: alike classes (row numbers) and the probability of
+    each class pair without and with the association, as fractions."""
+    return {
+        "+".join(c): {
+            "left_classes": [list(rows) for rows in e.left_classes],
+            "right_classes": [list(rows) for rows in e.right_classes],
+            "without": [[str(p) for p in row] for row in e.without],
+            "with": [[str(p) for p in row] for row in e.with_association],
+        }
+        for c, e in zip(covered, exposures, strict=True)
+    }
+
+
+def _fraction(text: str) -> Fraction:
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise TopologyError(f"--delta-max: expected a number or a fraction such as 1/8, found {text!r}") from None
+    if not 0 <= value <= 1:
+        raise TopologyError(f"--delta-max: a probability increase lies in [0, 1], found {text}")
+    return value
 
 
 def _published(table: pl.DataFrame, left: list[str], right: list[str], grouping: Grouping) -> dict[str, pl.DataFrame]:

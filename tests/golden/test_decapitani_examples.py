@@ -136,3 +136,20 @@ def test_loose_command_groups_hospital_4_loosely_and_verifies_it() -> None:
     # The published fragments are sorted by group, not in table order (which would give the association away).
     assert body["left"]["attributes"] == ["Birth", "ZIP", "G"]
     assert [row[-1] for row in body["left"]["rows"]] == sorted(row[-1] for row in body["left"]["rows"])
+
+
+def test_delta_max_stops_a_release_that_exposes_too_much(tmp_path: Path) -> None:
+    """Section 6: publish only when delta_max covers the largest increase of exposure (1/8 here)."""
+    base = ["loose", str(HOSPITAL), "--left", "Birth,ZIP", "--right", "Illness,Doctor", "--k", "4"]
+    refused = CliRunner().invoke(cli, [*base, "--delta-max", "1/16", "--out", str(tmp_path / "no")])
+    assert refused.exit_code == 1
+    assert "nothing written" in refused.stderr
+    assert not (tmp_path / "no").exists()
+    allowed = CliRunner().invoke(
+        cli, [*base, "--delta-max", "0.125", "--exposure", "--json", "--out", str(tmp_path / "ok")]
+    )
+    assert allowed.exit_code == 0, allowed.output
+    body = json.loads(allowed.stdout)
+    assert body["published"] is True
+    assert body["exposure"]["Birth+ZIP+Illness"]["without"][0][:2] == ["1695/4096", "1695/4096"]  # Figure 5(b)
+    assert (tmp_path / "ok" / "association.csv").exists()
