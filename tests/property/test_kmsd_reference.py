@@ -64,3 +64,30 @@ def test_outputs_are_k_anonymous_and_k_msd_ag_keeps_the_fd(columns: dict[str, li
             original = columns[a][i]
             reachable = {HIERARCHIES[a].generalize(original, level) for level in range(0, 8)}
             assert out[a][i] in reachable
+
+
+def test_k_msd_ag_keeps_the_fd_that_anjana_breaks() -> None:
+    """Twelve rows with Dept -> Phone: anjana's k-anonymity (global recoding along the same hierarchies)
+    generalizes Dept to * and keeps two Phones, so the FD no longer holds; K-MSD-AG keeps it."""
+    import pandas as pd
+    from anjana.anonymity import k_anonymity
+
+    hierarchies = {"Zip": mask(), "Dept": mapping([{"d1": "D", "d2": "D", "e1": "E", "e2": "E"}]), "Phone": mask()}
+    columns: dict[str, list[Any]] = {
+        "Zip": ["0213", "0221", "0213", "0221", "0214", "0214", "0221", "0213", "0214", "0214", "0214", "0221"],
+        "Dept": ["e2", "e1", "e2", "e1", "d2", "d2", "e1", "d2", "d1", "e1", "d2", "e1"],
+        "Phone": ["5562", "5561", "5562", "5561", "5551", "5551", "5561", "5551", "5562", "5561", "5551", "5561"],
+    }
+    assert _holds(columns, "Dept", "Phone")
+    levels = {}
+    for a, hierarchy in hierarchies.items():
+        originals = sorted(set(columns[a]))
+        top = max(hierarchy.height(v) for v in originals)
+        levels[a] = {level: pd.Series([hierarchy.generalize(v, level) for v in originals]) for level in range(top + 1)}
+    theirs = k_anonymity(pd.DataFrame(columns), [], list(hierarchies), 2, 0, levels)
+    assert not _holds({a: theirs[a].tolist() for a in hierarchies}, "Dept", "Phone")
+    table = prepare(columns, hierarchies)
+    k_msd_ag(table, list(hierarchies), 2, [(("Dept",), ("Phone",))])
+    ours = {a: table.column(a) for a in hierarchies}
+    assert _holds(ours, "Dept", "Phone")
+    assert min(Counter(zip(*ours.values(), strict=True)).values()) >= 2
