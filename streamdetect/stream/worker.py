@@ -83,9 +83,7 @@ class _Outputs:
 
     async def dead_letter(self, event: faust.EventT[bytes], letter: DeadLetter) -> None:
         message = event.message
-        raw = message.headers or ()
-        headers = list(raw.items()) if isinstance(raw, Mapping) else list(raw)
-        await self.dead_letter_of(event.value, headers, message.topic, letter)
+        await self.dead_letter_of(event.value, _headers(message), message.topic, letter)
 
     async def dead_letter_of(
         self, value: bytes | None, headers: list[tuple[str, bytes]], topic: str, letter: DeadLetter
@@ -298,21 +296,8 @@ def _two_stages(
         # Record by record: taking route records together (take_events) stalled the group after a
         # worker was killed in the two-worker test (twice in two runs); the one-stage worker takes them.
         async for event in stream.events():
-            message = event.message
-            try:
-                expected = units.next_offset(message.partition)
-                if expected is not None and message.offset > expected:
-                    where = {"topic": route.get_topic_name(), "partition": message.partition}
-                    await _fill_gap(out, units, bootstrap=bootstrap, **where, start=expected, end=message.offset)
-                began = time.perf_counter()
-                outcome = units.handle(event.value, list(message.headers or ()), message.partition, message.offset)
-            except StateError as refused:
-                out.refuse(refused)
+            if not await _fold_routed(app, out, units, event, bootstrap=bootstrap, topic=route.get_topic_name()):
                 return
-            if metrics is not None:
-                metrics.folded(outcome, time.perf_counter() - began)
-                metrics.state_size.set(units.state_bytes)
-            await out.settle(event, outcome)
 
     async def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Partitions taken away: another worker reports their lag now."""
@@ -334,6 +319,45 @@ def _two_stages(
 
     app.on_partitions_revoked.connect(forget)
     app.on_partitions_assigned.connect(renew)
+
+
+async def _fold_routed(
+    app: faust.App, out: _Outputs, units: Units, event: faust.EventT[bytes], *, bootstrap: str, topic: str
+) -> bool:
+    """Fold one route record into the units of its partition (records the consumer skipped first) and
+    deliver what it led to. False when the worker must stop (its state table was refused)."""
+    message = event.message
+    metrics = out.metrics
+    try:
+        expected = units.next_offset(message.partition)
+        if expected is not None and message.offset > expected:
+            await _fill_gap(
+                out,
+                units,
+                bootstrap=bootstrap,
+                topic=topic,
+                partition=message.partition,
+                start=expected,
+                end=message.offset,
+            )
+        began = time.perf_counter()
+        outcome = units.handle(event.value, _headers(message), message.partition, message.offset)
+    except StateError as refused:
+        out.refuse(refused)
+        return False
+    if metrics is not None:
+        metrics.folded(outcome, time.perf_counter() - began)
+        metrics.state_size.set(units.state_bytes)
+    if message.tp not in app.consumer.assignment():
+        # The partition went to another worker while this one folded (a rebalance it was late for):
+        # writing now would put a second writer's entries, numbered as the new owner's, in the unit's
+        # changelog. Drop the fold; the new owner folds the record from the committed offset (Faust
+        # discards commits of revoked partitions).
+        units.revoke([message.partition])
+        log.warning("route partition %d was reassigned while folding: its outcome is dropped", message.partition)
+        return True
+    await out.settle(event, outcome)
+    return True
 
 
 async def _fill_gap(
@@ -361,6 +385,12 @@ async def _fill_gap(
             await out.dead_letter_of(value, headers, topic, outcome.dead)
         else:
             await out.deliver(outcome, _At(partition, topic))
+
+
+def _headers(message: Any) -> list[tuple[str, bytes]]:
+    """A record's headers as a list of pairs (Faust types them as a list or a mapping)."""
+    raw = message.headers or ()
+    return list(raw.items()) if isinstance(raw, Mapping) else list(raw)
 
 
 @dataclass(frozen=True)
