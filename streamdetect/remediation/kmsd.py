@@ -165,14 +165,20 @@ def k_msd(table: Generalized, quasi: Sequence[str], k: int) -> list[str]:
 
 
 def _extend(table: Generalized, quasi: Sequence[str], anony: list[str], k: int) -> None:
-    """Step 2 of K-MSD: add the attribute with the fewest K-MSD violations, by MDG in every group."""
+    """Step 2 of K-MSD, until every quasi-identifier is in ``anony``."""
     while len(anony) < len(quasi):
-        groups = table.groups(anony)
-        rest = [a for a in quasi if a not in anony]
-        chosen = min(rest, key=lambda a: (_violations(table, groups, a, k), quasi.index(a)))
-        for group in groups:
-            mdg(table, group, chosen, k)
-        anony.append(chosen)
+        _add_one(table, quasi, anony, k)
+
+
+def _add_one(table: Generalized, quasi: Sequence[str], anony: list[str], k: int) -> None:
+    """One K-MSD step: the attribute with the fewest K-MSD violations (ties: QI order) generalized by MDG
+    in every group of equal ``anony`` values, then added to ``anony``."""
+    groups = table.groups(anony)
+    rest = [a for a in quasi if a not in anony]
+    chosen = min(rest, key=lambda a: (_violations(table, groups, a, k), quasi.index(a)))
+    for group in groups:
+        mdg(table, group, chosen, k)
+    anony.append(chosen)
 
 
 def k_msd_ag(
@@ -201,12 +207,7 @@ def k_msd_ag(
                 association_generalization(table, lhs, [a for a in rhs if a not in anony])
                 anony += [a for a in rhs if a not in anony]
             continue
-        groups = table.groups(anony)
-        rest = [a for a in quasi if a not in anony]
-        chosen = min(rest, key=lambda a: (_violations(table, groups, a, k), quasi.index(a)))
-        for group in groups:
-            mdg(table, group, chosen, k)
-        anony.append(chosen)
+        _add_one(table, quasi, anony, k)
     return anony
 
 
