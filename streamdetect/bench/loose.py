@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.remediation.loose import Grouping, alike_keys, greedy_grouping, split_k, verify
+from streamdetect.remediation.loose import Grouping, alike_keys, fragment_codes, greedy_grouping, split_k, verify
 
 LEFT = ["Birth", "ZIP"]
 RIGHT = ["Illness", "Doctor"]
@@ -31,15 +31,10 @@ def hospital_like(rows: int, seed: int = 0) -> pl.DataFrame:
     )
 
 
-def _codes(frame: pl.DataFrame, columns: list[str]) -> list[int]:
-    return frame.select(pl.struct(columns).rank("dense")).to_series().to_list()
-
-
 def keys_of(frame: pl.DataFrame) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     """Alike keys of the halves under c3 = {Birth, ZIP, Illness} and c4 = {Birth, ZIP, Doctor}."""
-    left = alike_keys([_codes(frame, LEFT), _codes(frame, LEFT)])
-    right = alike_keys([_codes(frame, ["Illness"]), _codes(frame, ["Doctor"])])
-    return left, right
+    left, right = fragment_codes(frame, LEFT, RIGHT, [[*LEFT, "Illness"], [*LEFT, "Doctor"]])
+    return alike_keys(left), alike_keys(right)
 
 
 def time_loose(rows: int, k: int, *, repeat: int = 3, seed: int = 0) -> dict[str, Any]:

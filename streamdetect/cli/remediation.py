@@ -25,7 +25,16 @@ from streamdetect.model.topology import Topology
 from streamdetect.relational.dependencies import Verdict, functional, k_multiset, multivalued
 from streamdetect.remediation.fragmentation import minimal_fragmentation
 from streamdetect.remediation.kmsd import information_loss, k_msd, k_msd_ag, prepare
-from streamdetect.remediation.loose import Exposure, Grouping, alike_keys, exposure, greedy_grouping, split_k, verify
+from streamdetect.remediation.loose import (
+    Exposure,
+    Grouping,
+    alike_keys,
+    exposure,
+    fragment_codes,
+    greedy_grouping,
+    split_k,
+    verify,
+)
 from streamdetect.remediation.proposals import Proposal, fragmented, generalized
 
 #: Tables up to this many rows get their exposure (section 6) computed; beyond, it is skipped.
@@ -127,11 +136,6 @@ def _fragments(model: Topology, left_text: str, right_text: str) -> tuple[list[s
     return left, right, covered
 
 
-def _codes(table: pl.DataFrame, columns: list[str]) -> list[int]:
-    """Per row, a code of its values on ``columns`` (equal values, equal codes; null is a value)."""
-    return table.select(pl.struct(columns).rank("dense").alias("code")).get_column("code").to_list()
-
-
 @click.command(epilog=LOOSE_EXIT_CODES)
 @click.argument("topology", type=click.Path(path_type=Path))
 @click.option("--left", "left_text", required=True, help="The left fragment's attributes, comma separated.")
@@ -173,11 +177,8 @@ def loose(
         raise TopologyError(
             "loose associations are made from the table's rows: set table.source", file=model.path, key="table.source"
         )
-    left_codes = [_codes(table, [a for a in c if a in left]) for c in covered]
-    right_codes = [_codes(table, [a for a in c if a in right]) for c in covered]
-    # Without a covered constraint nothing is alike: every half stands alone.
-    left_keys = alike_keys(left_codes) if covered else [() for _ in range(table.height)]
-    right_keys = alike_keys(right_codes) if covered else [() for _ in range(table.height)]
+    left_codes, right_codes = fragment_codes(table, left, right, covered)
+    left_keys, right_keys = alike_keys(left_codes, table.height), alike_keys(right_codes, table.height)
     grouping = greedy_grouping(left_keys, right_keys, k_left, k_right)
     problems = verify(grouping, left_keys, right_keys, k_left * k_right)
     if problems:  # never offered: the greedy is wrong if this happens

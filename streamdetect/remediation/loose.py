@@ -23,7 +23,7 @@ and named, and the dealing is redone without them.
 re-checked before it is offered, and what any recipient can run. :func:`exposure` gives the
 probabilities of section 6.
 
-Pure: integer codes in, integer groups out; the CLI reads the table and writes the fragments.
+Pure: a frame's codes in, integer groups out; the CLI reads the table and writes the fragments.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+
+import polars as pl
 
 #: A half's alike keys: one per constraint, (constraint index, code of its values on that constraint).
 Keys = tuple[int, ...]
@@ -49,11 +51,6 @@ class Grouping:
     k_right: int
     suppressed: tuple[tuple[int, str], ...] = ()
 
-    @property
-    def pairs(self) -> list[tuple[int, int]]:
-        """The association A(G_l, G_r), in row order."""
-        return [(g, h) for g, h in zip(self.left, self.right, strict=True) if g is not None and h is not None]
-
 
 def split_k(k: int) -> tuple[int, int]:
     """A balanced ``(k_l, k_r)`` with ``k_l * k_r = k`` (the paper finds the product, not the split,
@@ -66,13 +63,30 @@ def _key(constraint: int, code: int) -> int:
     return code * 1024 + constraint  # constraints number fewer than 1024 (checked by the caller)
 
 
-def alike_keys(codes: Sequence[Sequence[int]]) -> list[Keys]:
+def alike_keys(codes: Sequence[Sequence[int]], rows: int | None = None) -> list[Keys]:
     """Per row, its alike keys from per-constraint codes (``codes[j][i]``: row i's code of its values on
-    constraint j's attributes in this fragment; equal codes, equal values)."""
+    constraint j's attributes in this fragment; equal codes, equal values). ``rows``: how many rows,
+    when no constraint gives codes (then every half stands alone: no key)."""
     if len(codes) >= 1024:
         raise ValueError("more than 1,023 constraints cover the two fragments")
-    rows = len(codes[0]) if codes else 0
-    return [tuple(_key(j, column[i]) for j, column in enumerate(codes)) for i in range(rows)]
+    count = len(codes[0]) if codes else rows or 0
+    return [tuple(_key(j, column[i]) for j, column in enumerate(codes)) for i in range(count)]
+
+
+def codes(frame: pl.DataFrame, columns: Sequence[str]) -> list[int]:
+    """Per row, a code of its values on ``columns`` (equal values, equal codes; null is a value)."""
+    return frame.select(pl.struct(list(columns)).rank("dense")).to_series().to_list()
+
+
+def fragment_codes(
+    frame: pl.DataFrame, left: Sequence[str], right: Sequence[str], constraints: Sequence[Sequence[str]]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Per constraint the two fragments cover, each row's code on the constraint's left attributes and
+    on its right ones (what :func:`alike_keys` and :func:`exposure` read)."""
+    return (
+        [codes(frame, [a for a in c if a in left]) for c in constraints],
+        [codes(frame, [a for a in c if a in right]) for c in constraints],
+    )
 
 
 def _bucket(
@@ -117,7 +131,8 @@ def _repair(
     """Place rows the dealing could not, by ejection chains: the row goes to a bucket with room where
     nothing is alike to it, or else replaces the one row alike to it in some bucket, and that row is
     placed the same way, up to ``chain`` moves (a row just moved is not ejected again). Buckets are
-    small (k rows): their key sets are rebuilt on a move. Deterministic (a seeded rotation). The rows
+    small (k rows): their key sets are rebuilt on a move. Deterministic (the buckets are tried in a
+    rotation set by the row and the step). The rows
     still without a bucket. O(failed * chain * buckets * k * constraints) at worst."""
     seen_left, seen_right = seen
     left_keys, right_keys = keys

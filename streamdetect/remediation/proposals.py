@@ -33,7 +33,7 @@ from streamdetect.model.topology import AttributeType, Topology, ViewDefinition
 from streamdetect.relational.dependencies import functional
 from streamdetect.remediation.fragmentation import minimal_fragmentation
 from streamdetect.remediation.kmsd import information_loss, k_msd_ag, prepare
-from streamdetect.remediation.loose import alike_keys, greedy_grouping, split_k, verify
+from streamdetect.remediation.loose import alike_keys, fragment_codes, greedy_grouping, split_k, verify
 
 
 @dataclass
@@ -141,12 +141,8 @@ def _loose(
             covered = [c for c in constraints if set(c) <= set(left) | set(right)]
             if not covered:
                 continue
-
-            def codes(columns: list[str]) -> list[int]:
-                return table.select(pl.struct(columns).rank("dense")).to_series().to_list()
-
-            left_keys = alike_keys([codes([a for a in c if a in left]) for c in covered])
-            right_keys = alike_keys([codes([a for a in c if a in right]) for c in covered])
+            left_codes, right_codes = fragment_codes(table, left, right, covered)
+            left_keys, right_keys = alike_keys(left_codes), alike_keys(right_codes)
             k_left, k_right = split_k(k)
             grouping = greedy_grouping(left_keys, right_keys, k_left, k_right)
             return {
