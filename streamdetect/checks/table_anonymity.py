@@ -26,7 +26,7 @@ from typing import Any, Literal, overload
 
 import polars as pl
 
-from streamdetect.checks.findings import Delta, GroupFinding
+from streamdetect.checks.findings import Delta, GroupFinding, diff
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc, versioned_document
 from streamdetect.model.topology import Topology
@@ -234,13 +234,9 @@ class TableAnonymity:
                 continue
             delta = self._delta(relation, added, withdrawn)
             state.pending.append((label, delta, True))
-            before = self._findings_of(relation, counts, self._touched(relation, delta))
-            self._apply(relation, counts, delta)
-            after = self._findings_of(relation, counts, self._touched(relation, delta))
-            old = {f.id: f for f in before}
-            new = {f.id: f for f in after}
-            raised.append([f for key, f in new.items() if key not in old])
-            cleared += [f for key, f in old.items() if key not in new]
+            changed = self._fold(relation, counts, delta)
+            raised.append(changed.raised)
+            cleared += changed.cleared
         if len(raised) == 1 and isinstance(raised[0], GroupFindings):
             return Delta(raised[0], tuple(cleared))  # a first load: built when read
         return Delta(tuple(f for part in raised for f in part), tuple(cleared))
@@ -267,8 +263,12 @@ class TableAnonymity:
             parts.append((context, poor, attribute))
         return GroupFindings(parts)
 
-    def _touched(self, relation: Relation, delta: pl.DataFrame) -> set[Key]:
-        return set(_tuples(delta.unique(list(relation.keys)), list(relation.keys)))
+    def _fold(self, relation: Relation, counts: GroupCounts, delta: pl.DataFrame) -> Delta[GroupFinding]:
+        """Apply a delta frame; the findings of the groups it touched that it raised and cleared."""
+        touched = set(_tuples(delta.unique(list(relation.keys)), list(relation.keys)))
+        before = self._findings_of(relation, counts, touched)
+        self._apply(relation, counts, delta)
+        return diff(before, self._findings_of(relation, counts, touched))
 
     def _apply(self, relation: Relation, counts: GroupCounts, delta: pl.DataFrame) -> None:
         """Fold a delta frame into the counts (a group or pair at zero is dropped). O(rows of the delta)."""
@@ -329,14 +329,10 @@ class TableAnonymity:
                 continue
             counts = state.relations.setdefault(_label(relation.name), GroupCounts(schema=dict(theirs.schema)))
             delta = _counts_frame(relation, theirs)
-            before = self._findings_of(relation, counts, self._touched(relation, delta))
-            self._apply(relation, counts, delta)
             state.pending.append((_label(relation.name), delta, True))
-            after = self._findings_of(relation, counts, self._touched(relation, delta))
-            old = {f.id: f for f in before}
-            new = {f.id: f for f in after}
-            raised += [f for key, f in new.items() if key not in old]
-            cleared += [f for key, f in old.items() if key not in new]
+            changed = self._fold(relation, counts, delta)
+            raised += changed.raised
+            cleared += changed.cleared
         return Delta(tuple(raised), tuple(cleared))
 
     def result(self, state: AnonymityState) -> list[GroupFinding]:
@@ -376,10 +372,7 @@ class TableAnonymity:
             relation = self.relations[label or None]
             frame = frame_from_ipc(bytes.fromhex(text))
             counts = state.relations.setdefault(label, GroupCounts())
-            counts.schema = {
-                name: frame.schema[f"{_COUNT}:{name}" if name in relation.sensitive else name]
-                for name in relation.keys + relation.sensitive
-            }
+            counts.schema = _schema(relation, frame)
             self._apply(relation, counts, frame)
         return state
 
@@ -403,11 +396,7 @@ class TableAnonymity:
             frame = frame_from_ipc(body)
             counts = state.relations.setdefault(label, GroupCounts())
             if not counts.schema:
-                counts.schema = {
-                    name: frame.schema[f"{_COUNT}:{name}" if name in relation.sensitive else name]
-                    for name in relation.keys + relation.sensitive
-                    if (f"{_COUNT}:{name}" if name in relation.sensitive else name) in frame.columns
-                }
+                counts.schema = _schema(relation, frame)
             self._apply(relation, counts, frame)
             state.written = max(state.written, int(key) + 1)
         return state
@@ -482,6 +471,15 @@ class GroupFindings(Sequence[GroupFinding]):
                 return GroupFinding(kind, k, name, names, key, row[_COUNT], attribute, row["distinct"])
             position -= size
         raise IndexError(index)
+
+
+def _schema(relation: Relation, delta: pl.DataFrame) -> dict[str, pl.DataType]:
+    """The relation's attribute types as a delta frame holds them (a sensitive attribute under its
+    delta column; one a first load's pieces lack is left out)."""
+    columns = {
+        name: f"{_COUNT}:{name}" if name in relation.sensitive else name for name in relation.keys + relation.sensitive
+    }
+    return {name: delta.schema[column] for name, column in columns.items() if column in delta.columns}
 
 
 def _tuples(frame: pl.DataFrame, columns: list[str]) -> Iterable[Key]:
