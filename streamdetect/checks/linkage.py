@@ -9,9 +9,10 @@ the smallest level where it is disclosed.
 
 State (explicit, serializable, versioned): the distinct rows seen per view, and per (channel, E, S)
 the capped linked sets L(e) (at most k values per e). An update takes new rows of one or more views
-and applies the delta rule of a join with only arrivals: the join grows by exactly the joins of the
-new rows of view v with the current rows of the other views, so L(e) grows by
-:func:`~streamdetect.relational.linked_values.linked_values` over that delta. A set that reaches k
+and applies the delta rule of a join with only arrivals: with every view's new rows stored first, the
+join grows by exactly the union of the joins of the new rows of each view v with the rows present of
+the others, so L(e) grows by :func:`~streamdetect.relational.linked_values.linked_values` over those
+deltas (a join of two deltas is found twice and kept once: the sets are sets). A set that reaches k
 stays saturated; the finding is cleared. ``check`` is one update with every row.
 
 Per batch the work follows the batch (docs/design.md, "Delta-proportional linkage updates"): a delta
@@ -120,9 +121,19 @@ class _Arrivals:
     rows: pl.DataFrame
     before: tuple[int, int, int] | None
     projected: dict[tuple[str, ...], pl.DataFrame] = field(default_factory=dict)
-    #: Per identifier attribute, its dictionary's size before these rows: codes from there on are values
-    #: first seen in them (no earlier row holds them).
-    first_new: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Step:
+    """The rows one update adds, per view, all stored before any join runs: each view's delta joins the
+    rows present of the others *after* the step, so a join of two deltas is found once per delta and kept
+    once (the sets are sets). Tasks then take the step one at a time, by level, each with every delta
+    its channel holds: one catch-up, one fold and one settling per task and step, not per view."""
+
+    arrivals: dict[str, _Arrivals]
+    #: Per identifier attribute, its dictionary's size before the step: codes from there on are values
+    #: first seen in it (no earlier row holds them).
+    first_new: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -245,8 +256,9 @@ class LinkageCheck:
         """Withdraw ``retracted`` rows, then add new rows of one or more views; return the findings raised
         and cleared.
 
-        Exact. Additions: for each task whose channel holds the view, one capped join of the new rows with
-        the current rows of the other views, O(sum of sizes * k) plus cycle bags. Withdrawals
+        Exact. Additions: every view's rows stored first, then for each task whose channel holds a view
+        added to, one capped join of each such view's new rows with the rows present of the other views
+        (:class:`_Step`), O(sum of sizes * k) plus cycle bags. Withdrawals
         (:meth:`_withdraw`): the identifier values the withdrawn rows reach are found by the same join,
         and their capped sets recomputed from the rows still present, for those values only.
         """
@@ -258,36 +270,29 @@ class LinkageCheck:
         unknown = [name for name, _ in [*pending, *withdrawn] if name not in attributes]
         if unknown:
             raise KeyError(f"unknown view {unknown[0]!r}")
-        total = sum(1 for name, _ in pending for task in self.tasks if name in task.channel.views)
-        done = 0
         # Identifier codes whose findings may change: those a delta linked to new values, those with
         # new rows in a view holding them (the facts that prove certainty), and those a withdrawal reached.
         # Nothing else can change.
         touched: dict[str, list[pl.Series]] = {}
         if withdrawn:
             self._withdraw(state, withdrawn, attributes, touched)
+        sizes = {e: state.seen.dictionaries[e].len() if e in state.seen.dictionaries else 0 for e in self.identifiers}
+        arrived: dict[str, _Arrivals] = {}
         for name, frame in pending:
             before = self._version(state, name)
-            sizes = {
-                e: state.seen.dictionaries[e].len() if e in state.seen.dictionaries else 0 for e in self.identifiers
-            }
             new, _ = state.seen.add(name, frame, attributes[name])
-            arrivals = _Arrivals(name, new, before, first_new=sizes)
             for identifier in self._proving:
                 # New rows holding a value are facts that may prove its links (only where some channel
                 # has selections to prove; otherwise a value's findings change only if its sets do).
                 if identifier in new.columns and new.height:
                     touched.setdefault(identifier, []).append(new.get_column(identifier))
-            tasks = [task for task in self.tasks if name in task.channel.views]
             if new.height:
-                self._add(state, arrivals, tasks, touched, progress=progress, done=done, total=total)
-            done += len(tasks)
-            if progress is not None:
-                progress(done, total)
+                arrived[name] = _Arrivals(name, new, before)
+        if arrived:
+            self._add(state, _Step(arrived, sizes), touched, progress)
         codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
         delta = self._diff_touched(state, state.open, codes)
-        arrived = sum(frame.height for frame in batch.values())
-        if arrived * _BULK >= state.seen.total():
+        if sum(frame.height for frame in batch.values()) * _BULK >= state.seen.total():
             self.warm(state)
         return delta
 
@@ -308,17 +313,10 @@ class LinkageCheck:
                 self._holding(state, sets, task.identifier)
 
     def _add(
-        self,
-        state: LinkageState,
-        arrivals: _Arrivals,
-        tasks: list[LinkageTask],
-        touched: dict[str, list[pl.Series]],
-        *,
-        progress: Progress | None,
-        done: int,
-        total: int,
+        self, state: LinkageState, step: _Step, touched: dict[str, list[pl.Series]], progress: Progress | None
     ) -> None:
-        """Fold one view's arrived rows into the tasks holding it, by level."""
+        """Fold the step's arrived rows into the tasks holding one of their views, by level."""
+        tasks = [task for task in self.tasks if any(view in task.channel.views for view in step.arrivals)]
         shared = SharedWork(state.caps)
         # Per task, the identifier codes whose sets these rows saturated (tasks go by level, so a task's
         # dominating sub-tasks are done before it: see _apply).
@@ -327,7 +325,7 @@ class LinkageCheck:
         probed: dict[TaskKey, pl.Series] = {}
         for position, task in enumerate(tasks):
             earlier = saturated_now.get(task.key)
-            found = self._apply(state, task=task, arrivals=arrivals, shared=shared, saturated_now=saturated_now)
+            found = self._apply(state, task=task, step=step, shared=shared, saturated_now=saturated_now)
             if found is not None:
                 touched.setdefault(task.identifier, []).append(found.get_column(task.identifier))
             now = saturated_now.get(task.key)
@@ -335,11 +333,11 @@ class LinkageCheck:
                 # Only the codes the task's own joins saturated: those settled from a top were probed there.
                 own = now if earlier is None else now.slice(earlier.len())
                 for grown in self._inherit(
-                    state, task, own, arrivals=arrivals, saturated_now=saturated_now, probed=probed, shared=shared
+                    state, task, own, step=step, saturated_now=saturated_now, probed=probed, shared=shared
                 ):
                     touched.setdefault(task.identifier, []).append(grown)
             if progress is not None:
-                progress(done + position + 1, total)
+                progress(position + 1, len(tasks))
 
     def _withdraw(
         self,
@@ -455,7 +453,9 @@ class LinkageCheck:
             open_findings[finding.subject] = finding
         return delta
 
-    def _relations(self, state: LinkageState, task: LinkageTask, delta: _Arrivals) -> dict[str, pl.DataFrame] | None:
+    def _relations(
+        self, state: LinkageState, task: LinkageTask, delta: _Arrivals, step: _Step | None = None
+    ) -> dict[str, pl.DataFrame] | None:
         """The channel's relations for a delta join: the delta's rows for its view, the rows present for the
         others, each projected on what the task needs (None when one is empty: the join is)."""
         relations: dict[str, pl.DataFrame] = {}
@@ -463,7 +463,7 @@ class LinkageCheck:
             if view == delta.view:
                 relation: pl.DataFrame | None = self._delta_projection(state, delta, keep)
             else:
-                relation = self._projection(state, view, keep)
+                relation = self._current(state, view, keep, step)
             if relation is None or relation.is_empty():
                 return None
             relations[view] = relation
@@ -498,6 +498,14 @@ class LinkageCheck:
         rows = seen.rows.get(view)
         return (0, 0, 0) if rows is None else (rows.height, seen.height(view), seen.logged.get(view, 0))
 
+    def _current(self, state: LinkageState, view: str, keep: list[str], step: _Step | None) -> pl.DataFrame | None:
+        """:meth:`_projection` of the rows present; a view the step adds to has its kept projection grown by
+        its arrived rows first (as its delta joins do), rather than rebuilt from every row."""
+        arrivals = step.arrivals.get(view) if step is not None else None
+        if arrivals is not None:
+            self._delta_projection(state, arrivals, keep)
+        return self._projection(state, view, keep)
+
     def _projection(self, state: LinkageState, view: str, keep: list[str]) -> pl.DataFrame | None:
         """The distinct rows present of ``view`` on ``keep``, kept across batches (a micro-batch changes one
         view: the others' projections are reused; the changed view's grow, :meth:`_delta_projection`)."""
@@ -520,73 +528,61 @@ class LinkageCheck:
         state: LinkageState,
         *,
         task: LinkageTask,
-        arrivals: _Arrivals,
+        step: _Step,
         shared: SharedWork,
         saturated_now: dict[TaskKey, pl.Series],
     ) -> pl.DataFrame | None:
-        """Fold the joins of the arrived rows into the task's capped sets; the identifier codes whose capped
-        set grew (None when nothing joined). Codes it saturates go to ``saturated_now``."""
-        relations = self._relations(state, task, arrivals)
-        changed = arrivals.view
+        """Fold the joins of the step's arrived rows (every view of the channel the step adds to) into the
+        task's capped sets; the identifier codes whose capped set grew (None when nothing joined). Codes it
+        saturates go to ``saturated_now``."""
         identifier, sensitive = task.identifier, task.sensitive
         sets = self._sets(state, task.key)
         founds: list[pl.DataFrame] = []
+        live: pl.Series | None = None
         if self._dominating[task.key]:
-            relations = self._live_relations(
-                state,
-                task=task,
-                arrivals=arrivals,
-                relations=relations,
-                sets=sets,
-                shared=shared,
-                saturated_now=saturated_now,
-                founds=founds,
-            )
-        elif relations is not None and sets is not None and sets.saturated.height:
-            relations = {
-                view: self._unsaturated(state, sets, identifier, view, relation, delta=view == changed)
-                if identifier in relation.columns
-                else relation
-                for view, relation in relations.items()
-            }
-        if relations is not None:
+            live = self._live(state, task, sets)
+            if live is None:
+                return None  # no value can be live: every one is absent or disclosed below
+            caught = self._newly_live(task, live, saturated_now, step.first_new[identifier])
+            if caught is not None:
+                live = live.scatter(caught, False)  # their sets are computed whole: not again from the deltas
+                founds.append(self._whole_sets(state, task, caught, shared, step=step))
+        for arrivals in step.arrivals.values():
+            if arrivals.view not in task.channel.views:
+                continue
+            relations = self._relations(state, task, arrivals, step)
+            if relations is None:
+                continue
+            if live is not None:
+                relations = self._live_relations(identifier, relations, live, shared)
+            elif sets is not None and sets.saturated.height:
+                relations = {
+                    view: self._unsaturated(state, sets, identifier, view, relation, delta=view == arrivals.view)
+                    if identifier in relation.columns
+                    else relation
+                    for view, relation in relations.items()
+                }
+            if relations is None:
+                continue
             # The best order depends on the delta's size against the views' (a first load joins whole
             # views, a micro-batch a few rows): one plan per order of magnitude of the delta (factors of 4).
-            size = relations[changed].height.bit_length() // 2
-            plan = self._plan(state, task.key, changed, size)
+            size = relations[arrivals.view].height.bit_length() // 2
+            plan = self._plan(state, task.key, arrivals.view, size)
             founds.append(linked_values(relations, identifier, sensitive, self.k, shared, plan=plan))
         founds = [frame for frame in founds if not frame.is_empty()]
         if not founds:
             return None
-        # Caught-up codes are left out of the delta's joins, so the two are disjoint; capped again all the
-        # same, as _fold takes at most k distinct pairs per code.
+        # Caught-up codes are left out of the deltas' joins, so those are disjoint from the catch-up; two
+        # deltas' joins may share pairs (a join of both deltas): capped again, as _fold takes at most k
+        # distinct pairs per code.
         found = founds[0] if len(founds) == 1 else cap_per_key(pl.concat(founds), [identifier], self.k)
         return self._fold(state, task, sets, found, saturated_now)
 
     def _live_relations(
-        self,
-        state: LinkageState,
-        *,
-        task: LinkageTask,
-        arrivals: _Arrivals,
-        relations: dict[str, pl.DataFrame] | None,
-        sets: TaskSets | None,
-        shared: SharedWork,
-        saturated_now: Mapping[TaskKey, pl.Series],
-        founds: list[pl.DataFrame],
+        self, identifier: str, relations: dict[str, pl.DataFrame], live: pl.Series, shared: SharedWork
     ) -> dict[str, pl.DataFrame] | None:
-        """For a task with dominating sub-tasks: the delta's relations restricted to the live codes
-        (:attr:`_dominating`); the whole sets of codes that became live in this step go to ``founds``."""
-        identifier = task.identifier
-        live = self._live(state, task, sets)
-        if live is None:
-            return None  # no value can be live: every one is absent or disclosed below
-        caught = self._newly_live(task, live, saturated_now, arrivals.first_new[identifier])
-        if caught is not None:
-            live = live.scatter(caught, False)  # their sets are computed whole: not again from the delta
-            founds.append(self._whole_sets(state, task, caught, shared, arrivals=arrivals))
-        if relations is None:
-            return None
+        """For a task with dominating sub-tasks: a delta's relations restricted to the live codes
+        (:attr:`_dominating`) not caught up whole; None when one is left empty (the join is)."""
         filtered = {
             view: self._restrict(relation, live.gather(relation.get_column(identifier)), shared)
             if identifier in relation.columns
@@ -663,7 +659,7 @@ class LinkageCheck:
         task: LinkageTask,
         saturated: pl.Series,
         *,
-        arrivals: _Arrivals,
+        step: _Step,
         saturated_now: dict[TaskKey, pl.Series],
         probed: dict[TaskKey, pl.Series],
         shared: SharedWork,
@@ -691,7 +687,7 @@ class LinkageCheck:
             for top_key in targets:
                 left = self._probe(
                     state,
-                    arrivals=arrivals,
+                    step=step,
                     top_key=top_key,
                     codes=codes,
                     above=above,
@@ -709,7 +705,7 @@ class LinkageCheck:
         self,
         state: LinkageState,
         *,
-        arrivals: _Arrivals,
+        step: _Step,
         top_key: TaskKey,
         codes: pl.Series,
         above: tuple[TaskKey, ...],
@@ -730,7 +726,7 @@ class LinkageCheck:
         if candidates.is_empty():
             return False
         _record(probed, top_key, candidates)
-        found = self._whole_sets(state, top, candidates.sort(), shared, arrivals=arrivals)
+        found = self._whole_sets(state, top, candidates.sort(), shared, step=step)
         if found.is_empty():
             return True  # nothing joins there (a view not published yet); tasks under it may join
         saturated = found.filter(pl.len().over(identifier) >= self.k)
@@ -849,18 +845,14 @@ class LinkageCheck:
         codes: pl.Series,
         shared: SharedWork,
         *,
-        arrivals: _Arrivals | None = None,
+        step: _Step | None = None,
     ) -> pl.DataFrame:
         """The whole capped sets of ``codes`` in the task, from the rows present (views holding the
         identifier restricted to the codes first: the work follows the codes, not the state): values
         catching up, values probed in a top task, values a withdrawal reached."""
         relations = {}
         for view, keep in self._needed(task).items():
-            if arrivals is not None and view == arrivals.view and view in state.seen.rows:
-                # Grow the changed view's kept projection by the arrived rows (as the delta joins do),
-                # rather than rebuild it from every row.
-                self._delta_projection(state, arrivals, keep)
-            relation = self._projection(state, view, keep)
+            relation = self._current(state, view, keep, step)
             if relation is None:
                 return pl.DataFrame()
             if task.identifier in keep:

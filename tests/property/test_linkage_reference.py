@@ -89,6 +89,32 @@ def _assert_matches_reference(publication: dict[str, Any]) -> None:
     assert _as_tuples(run_linkage(_check(publication), frames)) == expected
 
 
+def _assert_agrees(
+    check: LinkageCheck,
+    state: LinkageState,
+    delta: Any,
+    live: dict[str, Any],
+    publication: dict[str, Any],
+    present: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Fold the batch's raised/cleared events into ``live``; the findings must be the reference's over the
+    rows ``present``, and the events must replay to them."""
+    for finding in delta.cleared:
+        live.pop(finding.id, None)
+    for finding in delta.raised:
+        live[finding.id] = finding
+    expected = linkage_reference(
+        publication["views"],
+        present,
+        list(publication["identifiers"]),
+        list(publication["sensitive"]),
+        publication["k"],
+    )
+    findings = check.result(state)
+    assert _as_tuples(findings) == expected
+    assert sorted(live) == sorted(f.id for f in findings)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(publications())
 def test_capped_engine_equals_brute_force(publication: dict[str, Any]) -> None:
@@ -236,16 +262,7 @@ def test_random_withdrawals_equal_brute_force_of_the_rows_present(publication: d
             {name: _frame(views[name], rows) for name, rows in added.items()},
             retracted={name: _frame(views[name], rows) for name, rows in withdrawn.items()},
         )
-        for finding in delta.cleared:
-            live.pop(finding.id, None)
-        for finding in delta.raised:
-            live[finding.id] = finding
-        expected = linkage_reference(
-            views, present, list(publication["identifiers"]), list(publication["sensitive"]), publication["k"]
-        )
-        findings = check.result(state)
-        assert _as_tuples(findings) == expected
-        assert sorted(live) == sorted(f.id for f in findings)
+        _assert_agrees(check, state, delta, live, publication, present)
         replica.apply_changes(state.take_changes())
         assert sorted(f.id for f in check.result(replica)) == sorted(live)
         if rng.random() < 0.2:
@@ -271,3 +288,27 @@ def test_partitions_by_identifier_value_report_the_same_findings(publication: di
             }
             split.extend(f.id for f in run_linkage(alone, routed))
     assert sorted(split) == whole
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications() | cyclic_publications(), st.randoms(use_true_random=False))
+def test_batches_of_several_views_equal_brute_force_after_each(publication: dict[str, Any], rng: Any) -> None:
+    """Batches adding rows of several views at once (every view's rows stored before any join, each task
+    taking all its deltas in one pass): after every batch the findings are the reference's over the rows
+    published so far, and the raised/cleared stream replays to them."""
+    check = _check(publication)
+    views = publication["views"]
+    pending = {name: list(rows) for name, rows in publication["rows"].items()}
+    published: dict[str, list[dict[str, Any]]] = {name: [] for name in views}
+    state = check.initialize()
+    live: dict[str, Any] = {}
+    while any(pending.values()):
+        added: dict[str, list[dict[str, Any]]] = {}
+        for name in rng.sample(sorted(views), k=rng.randint(1, len(views))):
+            taken = pending[name][: rng.randint(0, 4)]
+            del pending[name][: len(taken)]
+            if taken:
+                added[name] = taken
+                published[name].extend(taken)
+        delta = check.update(state, {name: _frame(views[name], rows) for name, rows in added.items()})
+        _assert_agrees(check, state, delta, live, publication, published)
