@@ -49,10 +49,16 @@ class _Identified:
         raise NotImplementedError
 
     @cached_property
+    def json_form(self) -> dict[str, Any]:
+        """:meth:`to_dict`, computed once per finding (its id reads it, and so does a finding event): a
+        shared dict, to read, not to change."""
+        return self.to_dict()
+
+    @cached_property
     def id(self) -> str:
         """Stable id: a hash of everything the finding says (computed once per finding: diffs and reports
         read it many times)."""
-        return str(self.to_dict()["id"])
+        return str(self.json_form["id"])
 
 
 F = TypeVar("F")

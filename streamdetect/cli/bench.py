@@ -274,6 +274,13 @@ def fragment_command(
 )
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Only this check (repeatable).")
 @click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
+@click.option(
+    "--together",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Micro-batches per update, as a worker takes the records waiting together (its --coalesce).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_cleanly
 def incremental_command(
@@ -283,6 +290,7 @@ def incremental_command(
     retract: float,
     checks: tuple[str, ...],
     k: int | None,
+    together: int,
     as_json: bool,
 ) -> None:
     """Feed TOPOLOGY's rows as micro-batches through the Detector; per-batch latency, rows/s, state bytes."""
@@ -299,6 +307,7 @@ def incremental_command(
             retract=retract,
             checks=checks or None,
             k=k,
+            together=together,
             progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
     if as_json:

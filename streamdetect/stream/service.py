@@ -97,7 +97,7 @@ def finding_event(
         "published": publication.published.isoformat(),
         "batch": publication.batch_id,
         "view": publication.view,
-        "finding": finding.to_dict(),
+        "finding": finding.json_form,
     }
     if batches:
         body["batches"] = list(batches)

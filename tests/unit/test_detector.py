@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from streamdetect.bench.incremental import micro_batches, run_incremental, taken_together
 from streamdetect.checks.protocol import Batch
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
@@ -200,3 +201,21 @@ def test_a_check_reading_the_table_without_one_says_which_and_why(name: str, mes
     assert needs_table(topology, [config.name for config in topology.checks])
     with pytest.raises(TopologyError, match=message):
         run_checks(topology, views)
+
+
+def test_micro_batches_taken_together_end_in_the_same_findings() -> None:
+    """bench incremental --together: several micro-batches per update (rows of several views, a view's
+    rows concatenated, as a worker takes records together) end where one update per micro-batch does."""
+    topology = load_topology(Path("topologies/dou-chain.yaml"))
+    views = load_views(topology)
+    single = micro_batches(views, 0, 1)
+    merged = taken_together(single, 3)
+    assert len(merged) == -(-len(single) // 3)
+    assert sum(frame.height for b in merged for frame in b.views.values()) == sum(f.height for f in views.values())
+    assert any(len(b.views) > 1 for b in merged)
+    one = run_incremental(topology, views, batch_rows=1, prefix=0)
+    three = run_incremental(topology, views, batch_rows=1, prefix=0, together=3)
+    assert three["batches"] == len(merged)
+    assert three["together"] == 3
+    assert sorted(f["id"] for f in three["findings"]) == sorted(f["id"] for f in one["findings"])
+    assert one["findings"], "the example has findings to compare"
