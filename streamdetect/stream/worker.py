@@ -83,18 +83,31 @@ class _Outputs:
 
     async def dead_letter(self, event: faust.EventT[bytes], letter: DeadLetter) -> None:
         message = event.message
-        await self.dead_letter_of(event.value, _headers(message), message.topic, letter)
+        await self.dead_letter_of(
+            event.value, _headers(message), message.topic, letter, partition=message.partition, offset=message.offset
+        )
 
     async def dead_letter_of(
-        self, value: bytes | None, headers: list[tuple[str, bytes]], topic: str, letter: DeadLetter
+        self,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        topic: str,
+        letter: DeadLetter,
+        *,
+        partition: int,
+        offset: int,
     ) -> None:
+        """Send a record that cannot be folded in to the dead-letter topic, keyed by where it was read
+        (``<topic>:<partition>:<offset>``): a record read again after a restart (delivery is at least
+        once) is dead-lettered again under the same key, so a consumer counts it once (and a compacted
+        topic keeps one)."""
         labelled = [
             *headers,
             ("streamdetect-reason", letter.reason.encode()),
             ("streamdetect-detail", letter.detail.encode()),
             ("streamdetect-topic", topic.encode()),
         ]
-        await self.dead_letters.send(value=value, headers=labelled)
+        await self.dead_letters.send(key=f"{topic}:{partition}:{offset}".encode(), value=value, headers=labelled)
         log.warning("dead letter from %s: %s", topic, letter.reason)
 
     async def deliver(self, outcome: Outcome, message: Any) -> None:
@@ -130,7 +143,8 @@ class _Outputs:
         events can number a thousand."""
         if not records:
             return
-        producer = self.app.producer
+        # Started here if nothing was sent before (a worker whose first act is reading skipped records).
+        producer = await self.app.maybe_start_producer()
         sent = [
             await producer.send(topic.get_topic_name(), key, value, partition, None, headers)
             for topic, key, value, partition, headers in records
@@ -396,7 +410,7 @@ async def _fill_gap(
         if out.metrics is not None:
             out.metrics.folded(outcome, time.perf_counter() - began)
         if outcome.dead is not None:
-            await out.dead_letter_of(value, headers, topic, outcome.dead)
+            await out.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
         else:
             await out.deliver(outcome, _At(partition, topic))
 

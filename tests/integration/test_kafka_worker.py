@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,14 @@ from streamdetect.io.sources import load_views
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal import universal_relation
-from streamdetect.stream.publish import committed_lag, create_topics, group_ready, read_records, read_topic
+from streamdetect.stream.publish import (
+    committed_lag,
+    create_topics,
+    group_ready,
+    read_records,
+    read_records_keyed,
+    read_topic,
+)
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.routing import Router
 from streamdetect.stream.service import open_findings
@@ -97,6 +105,10 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
         workers[-1],
     )
     assert sorted(_reasons(kafka_bootstrap, dead_letter_topic(topology))) == ["not_arrow", "refused"]
+    # Keyed by where each was read, so a dead letter sent again for a replayed record has the same key.
+    keys = sorted(key.decode() for key, _ in read_records_keyed(kafka_bootstrap, dead_letter_topic(topology)))
+    assert [key.rsplit(":", 2)[0] for key in keys] == [view_topic(topology, view) for view in topology.views]
+    assert all(re.fullmatch(r"\d+:\d+", key.split(":", 1)[1]) for key in keys), keys
     _counts_dead_letters_and_replays(workers[-1].metrics())
     scraped = workers[0].scraped + workers[-1].scraped
     # No value of the data in the worker's log (INFO and above).
