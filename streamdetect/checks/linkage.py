@@ -856,7 +856,10 @@ class LinkageCheck:
             if relation is None:
                 return pl.DataFrame()
             if task.identifier in keep:
-                relation = shared.subset(relation, "codes", codes, partial(_having, relation, task.identifier, codes))
+                # The kind names the column: two identifiers' code lists can be equal ([0] and [0]) while
+                # they pick different rows of one projection holding both.
+                kind = f"codes of {task.identifier}"
+                relation = shared.subset(relation, kind, codes, partial(_having, relation, task.identifier, codes))
             relations[view] = relation
         size = codes.len().bit_length() // 2
         plan = self._plan(state, task.key, "\0whole", size)

@@ -84,8 +84,9 @@ class SharedWork:
         self, frame: pl.DataFrame, kind: str, selector: pl.Series, compute: Callable[[], pl.DataFrame]
     ) -> pl.DataFrame:
         """The subset of ``frame`` that ``selector`` picks, computed once per batch for equal selectors of one
-        ``kind`` (a row mask, or the codes kept: never compared with each other, as 0 equals False):
-        tasks that restrict one relation alike then share the joins after it."""
+        ``kind`` (a row mask, or the codes kept of one column: never compared with each other, as 0 equals
+        False and equal codes of two columns pick different rows): tasks that restrict one relation alike
+        then share the joins after it."""
         entries = self._subsets.setdefault((self.identity(frame), kind), [])
         for known, result in entries:
             if known.equals(selector, check_dtypes=True):
