@@ -191,7 +191,7 @@ def build_app(
     session_timeout_s: float = 30.0,
     universal_rows: int = 0,
     coalesce: int = 32,
-    coalesce_wait_s: float = 0.05,
+    coalesce_wait_s: float = 0.01,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
@@ -202,9 +202,11 @@ def build_app(
     universal-relation stream is written to its topic, at most that many tuples per channel (per unit
     with several partitions); it follows the linkage check's closure, so the topology must run linkage.
     ``coalesce``: at most that many records taken together (those already waiting, or arriving within
-    ``coalesce_wait_s``) and folded in as few Detector updates as their order allows
-    (:meth:`DetectorService.handle_many`): a worker with a backlog folds bigger batches, which cost
-    far less per row; a quiet stream is folded record by record after at most ``coalesce_wait_s``."""
+    ``coalesce_wait_s`` of the end of the previous update: Faust's ``take_events`` waits that long
+    whenever fewer are waiting, so it is idle time on every update of a backlog) and folded in as few
+    Detector updates as their order allows (:meth:`DetectorService.handle_many`): a worker with a
+    backlog folds bigger batches, which cost far less per row; a quiet stream is folded record by record
+    after at most ``coalesce_wait_s``."""
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
