@@ -107,7 +107,7 @@ class _Outputs:
             ("streamdetect-detail", letter.detail.encode()),
             ("streamdetect-topic", topic.encode()),
         ]
-        await self.dead_letters.send(key=f"{topic}:{partition}:{offset}".encode(), value=value, headers=labelled)
+        await self._produce([(self.dead_letters, f"{topic}:{partition}:{offset}".encode(), value, None, labelled)])
         log.warning("dead letter from %s: %s", topic, letter.reason)
 
     async def deliver(self, outcome: Outcome, message: Any) -> None:
@@ -134,9 +134,10 @@ class _Outputs:
             log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
     async def _produce(
-        self, records: Sequence[tuple[Any, bytes | None, bytes, int | None, list[tuple[str, bytes]] | None]]
+        self, records: Sequence[tuple[Any, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]]
     ) -> None:
-        """Send (topic, key, value, partition, headers) records and return once the broker has them all.
+        """Send (topic, key, value, partition, headers) records and return once the broker has them all
+        (every output of a record is delivered before its offset can be committed).
 
         Straight through the app's producer (aiokafka's send): a record through Faust's ``Topic.send``
         costs several times more Python (a future message, callbacks, sensors), and a record's finding
