@@ -251,14 +251,16 @@ def test_the_universal_topic_carries_the_joined_tuple_that_ties_dan_to_flu(
         assert set(pl.read_ipc_stream(value).get_column("_channel")) == {named["streamdetect-channel"].decode()}
 
 
+@pytest.mark.parametrize("where", ["middle", "tail"])
 def test_a_route_record_the_consumer_skipped_is_read_directly_and_folded(
-    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], where: str
 ) -> None:
     """The units' state records the last route offset they folded; a record past it means the consumer
     skipped some (as Faust's did after a rebalance): the worker reads them from the broker and folds them.
     Here the skip is made by hand: the group's offsets are moved past one routed record while no worker
-    runs."""
-    path, topology, views, feed = table1_stream(tmp_path, "worker-gap", kafka_bootstrap, workers, partitions=2)
+    runs (``middle``: a later record shows the jump) or past both (``tail``: no record follows, the idle
+    worker's tail check finds them)."""
+    path, topology, views, feed = table1_stream(tmp_path, f"worker-gap-{where}", kafka_bootstrap, workers, partitions=2)
     group, route = app_id(topology), route_topic(topology)
     until(lambda: group_ready(kafka_bootstrap, group, 1), "the worker joined its group", workers[-1], 120)
     feed.send("v1", views["v1"], "v1-all")
@@ -281,7 +283,8 @@ def test_a_route_record_the_consumer_skipped_is_read_directly_and_folded(
     producer.close()
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     try:
-        skip = {TopicPartition(route, p): OffsetAndMetadata(offsets[1], "", -1) for p, offsets in sent.items()}
+        past = {p: offsets[1] if where == "middle" else offsets[1] + 1 for p, offsets in sent.items()}
+        skip = {TopicPartition(route, p): OffsetAndMetadata(offset, "", -1) for p, offset in past.items()}
         assert all(error is NoError for error in admin.alter_group_offsets(group, skip).values())
     finally:
         admin.close()
