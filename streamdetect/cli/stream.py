@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
+from streamdetect.stream.service import COMPACT_BYTES
 
 #: Where clients look for a broker when --bootstrap-servers is not given (then 127.0.0.1:9092).
 BOOTSTRAP_ENV = "STREAMDETECT_BOOTSTRAP_SERVERS"
@@ -120,6 +121,14 @@ def publish(
     show_default=True,
     help="Fold up to N records that are waiting together (a backlog drains in bigger, cheaper batches).",
 )
+@click.option(
+    "--compact-bytes",
+    type=click.IntRange(min=0),
+    default=COMPACT_BYTES,
+    show_default=True,
+    help="Replace the state entries by a snapshot once this many bytes (and at least the last snapshot's "
+    "size) were written since it: the changelog and a restart stay bounded; 0: never compact.",
+)
 @fail_cleanly
 def worker(
     topology: Path,
@@ -134,6 +143,7 @@ def worker(
     session_timeout: float,
     universal_rows: int,
     coalesce: int,
+    compact_bytes: int,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
@@ -156,6 +166,7 @@ def worker(
         session_timeout_s=session_timeout,
         universal_rows=universal_rows,
         coalesce=coalesce,
+        compact_bytes=compact_bytes or None,
     )
     prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
     if metrics_port is not None:

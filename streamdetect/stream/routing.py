@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, HEADER_VIEW, DeadLetter, Headers, Publication, decode_record
-from streamdetect.stream.service import DetectorService, Outcome
+from streamdetect.stream.service import COMPACT_BYTES, DetectorService, Outcome
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.
 _ROUTED_MAX_BYTES = 1 << 40
@@ -64,10 +64,18 @@ class Units:
     unit's service wrote, possibly on another worker); a unit's service is rebuilt from them at its
     partition's first record."""
 
-    def __init__(self, plan: Plan, entries: Callable[[str], Mapping[str, bytes]], universal_rows: int = 0) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        entries: Callable[[str], Mapping[str, bytes]],
+        universal_rows: int = 0,
+        *,
+        compact_bytes: int | None = COMPACT_BYTES,
+    ) -> None:
         self.plan = plan
         self.entries = entries
         self.universal_rows = universal_rows
+        self.compact_bytes = compact_bytes
         self.services: dict[Unit, DetectorService] = {}
         #: The highest offset handled per partition since this worker got it (folded or not).
         self.seen: dict[int, int] = {}
@@ -90,6 +98,7 @@ class Units:
                 prefix=f"{unit.name}/",
                 placement=f"partitions={self.plan.partitions}",
                 universal=universal,
+                compact_bytes=self.compact_bytes,
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
@@ -133,6 +142,7 @@ class Units:
             if outcome.dead is not None:
                 return outcome  # one unit only (checked above otherwise): nothing folded
             merged.writes.update(outcome.writes)
+            merged.deletes += outcome.deletes
             merged.events += outcome.events
             merged.raised += outcome.raised
             merged.cleared += outcome.cleared

@@ -45,6 +45,15 @@ APPLIED_PREFIX = "applied/"
 #: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
 #: message per record, not one per piece: a BP batch writes some fifty pieces).
 RECORD_PREFIX = "record/"
+#: A snapshot, ``snapshot/<n>``: the whole state after the records numbered below ``n``, which it replaces
+#: (they are deleted once it is written, and the compacted changelog forgets them).
+SNAPSHOT_PREFIX = "snapshot/"
+DETECTOR_KEY = "meta/detector"
+APPLIED_KEY = "meta/applied"
+#: Bytes of records written since the last snapshot (and at least that snapshot's size) after which a
+#: new snapshot replaces them: the table stays within about twice the state plus this, and a restore
+#: replays at most that much; each byte written is snapshotted at most about once more (amortised O(1)).
+COMPACT_BYTES = 16 << 20
 
 
 def pack_entries(entries: Mapping[str, bytes]) -> bytes:
@@ -82,6 +91,8 @@ class Outcome:
     earliest: dt.datetime | None = None
     #: Universal-relation records (value, headers) the record added (with ``universal_rows``).
     universal: list[tuple[bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
+    #: Table keys to delete once ``writes`` are stored: the entries a snapshot among them replaces.
+    deletes: list[str] = field(default_factory=list)
 
 
 def finding_event(
@@ -116,11 +127,14 @@ class DetectorService:
         prefix: str = "",
         placement: str = "",
         universal: UniversalStream | None = None,
+        compact_bytes: int | None = COMPACT_BYTES,
     ):
         """``prefix``: of the table keys this service writes and restores from (a unit's, when several
         share one table); ``placement``: how rows were placed in this service's share (the partition
         count), kept with the fingerprint, as a state built under another placement holds other values;
-        ``universal``: the universal-relation stream to keep (its tuples go with each outcome)."""
+        ``universal``: the universal-relation stream to keep (its tuples go with each outcome);
+        ``compact_bytes``: snapshot once the records written since the last snapshot reach this many
+        bytes and that snapshot's size (:data:`COMPACT_BYTES`; None: never, the table grows for ever)."""
         self.topology = topology
         self.detector = Detector(topology, checks)
         self.max_bytes = max_bytes
@@ -136,19 +150,30 @@ class DetectorService:
         self.state_bytes = 0
         #: The offset of the last record folded in, when the caller gives offsets (None: unknown).
         self.offset: int | None = None
+        self.compact_bytes = compact_bytes
+        #: The table keys this service has (records and snapshot chunks), deleted by the next snapshot.
+        self.log_keys: list[str] = []
+        #: Bytes of records written since the last snapshot, and the size of that snapshot.
+        self.since_snapshot = 0
+        self.snapshot_bytes = 0
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
         first start). Raises :class:`StateError` when the table was written under another topology,
         checks or thresholds."""
-        records = self.prefix + RECORD_PREFIX
-        self.state_bytes = sum(len(value) for key, value in table.items() if key.startswith(records))
+        records, snapshots = self.prefix + RECORD_PREFIX, self.prefix + SNAPSHOT_PREFIX
         numbered = {key[len(records) :]: value for key, value in table.items() if key.startswith(records)}
-        written = _whole_entries(numbered)
-        # The next number follows the highest written, an incomplete entry's included (its chunks stay).
-        self.written = max((int(key.partition(".")[0]) for key in numbered), default=-1) + 1
+        snapshotted = {key[len(snapshots) :]: value for key, value in table.items() if key.startswith(snapshots)}
+        self.log_keys = [key for key in table if key.startswith((records, snapshots))]
+        whole = _whole_entries(snapshotted)
+        base = max(whole, default=None)  # the latest whole snapshot; records below it are covered
+        written = {number: entry for number, entry in _whole_entries(numbered).items() if number >= (base or 0)}
+        # The next number follows the highest written, an incomplete entry's or snapshot's included (its
+        # chunks stay until the next snapshot deletes them: a number is never reused).
+        self.written = max([int(key.partition(".")[0]) + 1 for key in [*numbered, *snapshotted]] + [0])
+        snapshot = unpack_entries(whole[base]) if base is not None else {}
         entries = [unpack_entries(written[number]) for number in sorted(written)]
-        table = {name: value for entry in entries for name, value in entry.items()}
+        table = {name: value for entry in [snapshot, *entries] for name, value in entry.items()}
         fingerprint = table.get(FINGERPRINT_KEY)
         if fingerprint is not None and fingerprint.decode() != self.fingerprint:
             raise StateError(
@@ -156,6 +181,11 @@ class DetectorService:
                 f"partition count (fingerprint {fingerprint.decode()!r}, expected {self.fingerprint!r}): give "
                 "this topology another name, or delete the application's changelog topics to start afresh"
             )
+        self.snapshot_bytes = len(whole[base]) if base is not None else 0
+        self.since_snapshot = sum(len(written[number]) for number in written)
+        self.state_bytes = self.snapshot_bytes + self.since_snapshot
+        if DETECTOR_KEY in snapshot:
+            self.detector.restore(snapshot[DETECTOR_KEY])
         pieces = 0
         for segment in _segments(entries):
             pieces += len(segment)
@@ -165,6 +195,8 @@ class DetectorService:
         if dtypes is not None:
             self.detector.dtypes = dict(frame_from_ipc(dtypes).schema)
         self.applied = {key[len(APPLIED_PREFIX) :] for key in table if key.startswith(APPLIED_PREFIX)}
+        if APPLIED_KEY in snapshot:
+            self.applied.update(frame_from_ipc(snapshot[APPLIED_KEY]).get_column("batch").to_list())
         self.offset = int(table[OFFSET_KEY]) if OFFSET_KEY in table else None
         if self.universal is not None:
             self.universal_state = self.universal.initialize(self.detector.present_rows())
@@ -276,9 +308,38 @@ class DetectorService:
             f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes
         )
         self.written += 1
-        self.state_bytes += sum(len(piece) for piece in outcome.writes.values())
+        size = sum(len(piece) for piece in outcome.writes.values())
+        self.state_bytes += size
+        self.since_snapshot += size
+        self.log_keys += outcome.writes
         self.applied.update(r.batch_id for r in reads)
+        if self.compact_bytes is not None and self.since_snapshot >= max(self.compact_bytes, self.snapshot_bytes):
+            self._compact(outcome)
         return outcome
+
+    def _compact(self, outcome: Outcome) -> None:
+        """Add to ``outcome`` a snapshot of the whole state, numbered after every record written, and the
+        deletion of every entry it replaces. Restore takes the latest whole snapshot and the records
+        numbered from it; the deletions are to be written after the snapshot (a worker killed between
+        them leaves entries that the snapshot covers, ignored and deleted by the next one).
+        O(state): run once per :data:`COMPACT_BYTES` or snapshot size written."""
+        entries: dict[str, bytes] = {
+            FINGERPRINT_KEY: self.fingerprint.encode(),
+            DETECTOR_KEY: self.detector.snapshot(),
+            APPLIED_KEY: frame_to_ipc(pl.DataFrame({"batch": sorted(self.applied)}, schema={"batch": pl.String})),
+        }
+        if self.offset is not None:
+            entries[OFFSET_KEY] = str(self.offset).encode()
+        if self.universal is not None and self.universal_state is not None:
+            entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
+        chunks = _chunked(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes)
+        outcome.writes |= chunks
+        outcome.deletes = self.log_keys
+        self.log_keys = list(chunks)
+        self.snapshot_bytes = sum(len(piece) for piece in chunks.values())
+        self.since_snapshot = 0
+        self.state_bytes = self.snapshot_bytes
+        log.info("state compacted: a %d-byte snapshot replaces %d entries", self.snapshot_bytes, len(outcome.deletes))
 
 
 def _chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:

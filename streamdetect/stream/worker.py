@@ -49,7 +49,7 @@ from streamdetect.stream.publish import read_range
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
 from streamdetect.stream.routing import Router, Units
 from streamdetect.stream.security import from_environment
-from streamdetect.stream.service import DetectorService, Outcome
+from streamdetect.stream.service import COMPACT_BYTES, DetectorService, Outcome
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,11 @@ class _Outputs:
         )
         for name, piece in outcome.writes.items():
             self.table.data[name.encode()] = piece
+        if outcome.deletes:
+            # After the snapshot that replaces them is on the broker: tombstones, which compaction drops.
+            await self._produce([(changelog, name.encode(), None, message.partition, None) for name in outcome.deletes])
+            for name in outcome.deletes:
+                self.table.data.pop(name.encode(), None)
         if outcome.events:
             log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
@@ -195,6 +200,7 @@ def build_app(
     universal_rows: int = 0,
     coalesce: int = 32,
     coalesce_wait_s: float = 0.01,
+    compact_bytes: int | None = COMPACT_BYTES,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
@@ -209,7 +215,9 @@ def build_app(
     whenever fewer are waiting, so it is idle time on every update of a backlog) and folded in as few
     Detector updates as their order allows (:meth:`DetectorService.handle_many`): a worker with a
     backlog folds bigger batches, which cost far less per row; a quiet stream is folded record by record
-    after at most ``coalesce_wait_s``."""
+    after at most ``coalesce_wait_s``. ``compact_bytes``: a unit's state entries are replaced by a
+    snapshot once that many bytes were written since the last one (:class:`DetectorService`), so the
+    compacted changelog, and a replacement worker's restore, stay bounded by about twice the state."""
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
@@ -246,12 +254,21 @@ def build_app(
         )
     if partitions == 1:
         universal = UniversalStream(topology, universal_rows) if universal_rows else None
-        service = DetectorService(topology, checks, max_bytes, universal=universal)
+        service = DetectorService(topology, checks, max_bytes, universal=universal, compact_bytes=compact_bytes)
         _one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s)
         examined = service.detector
     else:
         split = plan(topology, partitions, checks)
-        _two_stages(app, topology, out, split, max_bytes, universal_rows=universal_rows, bootstrap=bootstrap)
+        _two_stages(
+            app,
+            topology,
+            out,
+            split,
+            max_bytes,
+            universal_rows=universal_rows,
+            bootstrap=bootstrap,
+            compact_bytes=compact_bytes,
+        )
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
     if metrics is not None:
         metrics.examined(examined.summaries({}))
@@ -296,11 +313,12 @@ def _two_stages(
     *,
     universal_rows: int,
     bootstrap: str,
+    compact_bytes: int | None,
 ) -> None:
     topics = {view_topic(topology, view): view.name for view in topology.views}
     route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
     router = Router(split, max_bytes)
-    units = Units(split, out.entries, universal_rows)
+    units = Units(split, out.entries, universal_rows, compact_bytes=compact_bytes)
     metrics = out.metrics
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)

@@ -101,14 +101,20 @@ def until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: f
 
 
 def table1_stream(
-    tmp_path: Path, name: str, bootstrap: str, workers: list[Worker], partitions: int = 1, extra: str = ""
+    tmp_path: Path,
+    name: str,
+    bootstrap: str,
+    workers: list[Worker],
+    partitions: int = 1,
+    extra: str = "",
+    worker_args: tuple[str, ...] = (),
 ) -> tuple[Path, Topology, dict[str, pl.DataFrame], Feed]:
     """Table 1 under ``name`` (``extra`` lines added to its topology) with its topics created, a worker
-    reading them (added to ``workers``; ``partitions`` its --partitions) and a feed to send its records:
-    the topology file, the topology, its views' rows, the feed."""
+    reading them (added to ``workers``; ``partitions`` its --partitions, ``worker_args`` more options) and
+    a feed to send its records: the topology file, the topology, its views' rows, the feed."""
     path = table1_topology(tmp_path, name, extra)
     topology = load_topology(path)
     views = load_views(topology)
     create_topics(topology, bootstrap)
-    workers.append(Worker(path, bootstrap, tmp_path, partitions=partitions))
+    workers.append(Worker(path, bootstrap, tmp_path, partitions=partitions, extra=worker_args))
     return path, topology, views, Feed(topology, bootstrap)

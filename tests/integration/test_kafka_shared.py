@@ -8,6 +8,7 @@ same open set, none lost, and the group's committed lag back to zero within a st
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import defaultdict
@@ -19,6 +20,7 @@ import pytest
 
 import streamdetect
 from streamdetect.bench.bp import generate_bp, write_bp
+from streamdetect.checks.seen_rows import frame_from_ipc
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
@@ -31,7 +33,7 @@ from streamdetect.stream.publish import (
     read_records_keyed,
     read_topic,
 )
-from streamdetect.stream.service import _whole_entries, open_findings, unpack_entries
+from streamdetect.stream.service import APPLIED_KEY, _whole_entries, open_findings, unpack_entries
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 from streamdetect.stream.worker import app_id
 from tests.integration.kafka_helpers import Worker
@@ -71,14 +73,16 @@ def test_two_workers_share_bp_and_a_killed_one_is_replaced(
     expected = {finding.id for finding in streamdetect.check(topology, views).findings}
     group = app_id(topology)
     create_topics(topology, kafka_bootstrap, partitions=2)
-    workers += [Worker(path, kafka_bootstrap, tmp_path, partitions=2) for _ in range(2)]
+    # Each unit's state is compacted every megabyte or so: the replacement restores from snapshots.
+    compact = ("--compact-bytes", str(1 << 20))
+    workers += [Worker(path, kafka_bootstrap, tmp_path, partitions=2, extra=compact) for _ in range(2)]
     _wait(lambda: group_ready(kafka_bootstrap, group, 2), "both workers joined", 120, workers)
 
     publisher = threading.Thread(target=publish, args=(topology, views, kafka_bootstrap), kwargs={"batch_rows": 1000})
     publisher.start()
     _wait(lambda: _rows_read(workers) >= rows / 3, "a third of the rows read", 300, workers)
     workers[0].kill()  # mid-stream: records read and not yet committed come again to the others
-    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=2))
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=2, extra=compact))
     publisher.join()
     published = time.monotonic()
 
@@ -91,6 +95,8 @@ def test_two_workers_share_bp_and_a_killed_one_is_replaced(
     if missing or extra:
         pytest.fail(_explain(kafka_bootstrap, topology, events, missing, extra, drained_s))
     assert read_records(kafka_bootstrap, dead_letter_topic(topology)) == []
+    changelog = read_records_keyed(kafka_bootstrap, f"{group}-units-changelog", timeout_s=120)
+    assert any(b"/snapshot/" in key for key, _ in changelog)  # the units' entries were compacted
     # A finding raised again (a replay, a takeover) carries the same id and the same content.
     bodies: dict[str, set[str]] = defaultdict(set)
     for event in events:
@@ -136,14 +142,21 @@ def _published_and_applied(bootstrap: str, topology: Topology) -> tuple[set[str]
         for _, headers in read_records(bootstrap, view_topic(topology, v))
     }
     entries = read_records_keyed(bootstrap, f"{app_id(topology)}-units-changelog", timeout_s=120)
-    by_unit: dict[str, dict[str, bytes]] = defaultdict(dict)
-    for key, value in entries:
-        unit, _, number = key.decode().partition("/record/")
-        by_unit[unit][number] = value
+    by_unit: dict[str, dict[str, dict[str, bytes]]] = defaultdict(lambda: {"record": {}, "snapshot": {}})
+    for key, value in entries:  # the latest value of each key; a tombstone deletes it
+        unit, kind, number = re.split(r"/(record|snapshot)/", key.decode(), maxsplit=1)
+        if value is None:
+            by_unit[unit][kind].pop(number, None)
+        else:
+            by_unit[unit][kind][number] = value
     applied: dict[str, list[str]] = {}
-    for unit, numbered in by_unit.items():
+    for unit, kinds in by_unit.items():
         found = []
-        for whole in _whole_entries(numbered).values():
+        for whole in _whole_entries(kinds["snapshot"]).values():
+            snapshot = _unpacked(whole)
+            if APPLIED_KEY in snapshot:
+                found += frame_from_ipc(snapshot[APPLIED_KEY]).get_column("batch").to_list()
+        for whole in _whole_entries(kinds["record"]).values():
             found += [k[len("applied/") :] for k in _unpacked(whole) if k.startswith("applied/")]
         applied[unit] = found
     return batches, applied

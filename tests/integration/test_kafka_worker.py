@@ -43,7 +43,12 @@ def _events(bootstrap: str, topology: Topology) -> list[dict[str, object]]:
 def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_worker(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
-    path, topology, views, feed = table1_stream(tmp_path, "worker-table1", kafka_bootstrap, workers)
+    # Its state is compacted often (a snapshot replaces the entries once their bytes pass the last
+    # snapshot's): the replacement below restores from a snapshot and the records after it.
+    compact = ("--compact-bytes", "1")
+    path, topology, views, feed = table1_stream(
+        tmp_path, "worker-table1", kafka_bootstrap, workers, worker_args=compact
+    )
     checked = streamdetect.check(topology).findings
     expected = {f.id for f in checked}
     dan_flu = next(f.id for f in checked if f.identifier_value == "Dan")
@@ -82,7 +87,10 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
 
     # The worker dies; a new one recovers the state from the changelog and goes on.
     workers[-1].kill()
-    workers.append(Worker(path, kafka_bootstrap, tmp_path))
+    changelog = read_records_keyed(kafka_bootstrap, f"{app_id(topology)}-state-changelog")
+    assert any(key.startswith(b"snapshot/") for key, _ in changelog)
+    assert any(value is None for _, value in changelog)  # the entries snapshots replaced: deleted
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, extra=compact))
     feed.send("v2", dan, "v2-dan")  # a replay (same batch id): changes nothing
     feed.send("v2", dan, "v2-dan-withdrawn", op="retract")
     until(

@@ -13,7 +13,15 @@ import streamdetect
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.stream.records import Publication, encode_publication
-from streamdetect.stream.service import FINGERPRINT_KEY, DetectorService, open_findings, pack_entries, runs
+from streamdetect.stream.service import (
+    FINGERPRINT_KEY,
+    SNAPSHOT_PREFIX,
+    DetectorService,
+    Outcome,
+    open_findings,
+    pack_entries,
+    runs,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEN = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
@@ -178,3 +186,74 @@ def test_an_entry_bigger_than_a_record_is_written_in_chunks_and_restored_only_wh
     assert not any(o.replayed for o in refolded)
     assert [f.id for f in broken.detector.findings()] == [f.id for f in service.detector.findings()]
     assert not set(refolded[-1].writes) & set(table)  # a new entry number: no chunk of the old one reused
+
+
+def _stored(table: dict[str, bytes], outcome: Outcome) -> None:
+    """What the worker does with an outcome's entries: write them, then delete what a snapshot replaced."""
+    table.update(outcome.writes)
+    for key in outcome.deletes:
+        del table[key]
+
+
+@pytest.mark.parametrize("compact_bytes", [1, 3000])
+def test_a_compacted_table_restores_the_state_after_every_record(compact_bytes: int) -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    items = _table1_records(views)
+    reference = DetectorService(topology, compact_bytes=None)
+    reference.restore({})
+    service = DetectorService(topology, compact_bytes=compact_bytes)
+    service.restore({})
+    table: dict[str, bytes] = {}
+    snapshots, largest = 0, 0
+    for _position, item in enumerate(items):
+        expected = reference.handle(*item)
+        outcome = service.handle(*item)
+        assert [value for _, value in outcome.events] == [value for _, value in expected.events]
+        _stored(table, outcome)
+        snapshots += any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.writes)
+        largest = max(largest, len(table))
+        # A replacement restored from the table has the same state and goes on from there.
+        again = DetectorService(topology, compact_bytes=compact_bytes)
+        again.restore(table)
+        assert [f.id for f in again.detector.findings()] == [f.id for f in reference.detector.findings()]
+        assert again.applied == reference.applied
+        assert again.handle(*item).replayed or again.handle(*item).dead is not None
+        assert not set(again.log_keys) ^ set(table)
+        service = again
+    assert snapshots > 1
+    assert largest < len(items) / 2, (largest, len(items))  # without compaction: one entry per record
+
+
+def test_a_snapshot_cut_short_or_left_beside_what_it_replaces_restores_the_same_state() -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    items = _table1_records(views)
+    service = DetectorService(topology, max_bytes=2048, compact_bytes=None)
+    service.restore({})
+    table: dict[str, bytes] = {}
+    for item in items[:-3]:
+        _stored(table, service.handle(*item))
+    service.compact_bytes = 1
+    last = service.handle(*items[-3])
+    chunks = sorted(key for key in last.writes if key.startswith(SNAPSHOT_PREFIX))
+    assert len(chunks) > 1
+    assert last.deletes
+    expected = [f.id for f in service.detector.findings()]
+
+    # Killed after the snapshot was written, before its deletions: the records it covers are ignored.
+    beside = {**table, **last.writes}
+    restored = DetectorService(topology, max_bytes=2048)
+    restored.restore(beside)
+    assert [f.id for f in restored.detector.findings()] == expected
+    assert restored.handle(*items[0]).replayed
+    # Killed between the snapshot's chunks: the state is the records', the last one's included.
+    cut = {key: value for key, value in beside.items() if key != chunks[-1]}
+    partial = DetectorService(topology, max_bytes=2048)
+    partial.restore(cut)
+    assert [f.id for f in partial.detector.findings()] == expected
+    # Its next entries take new numbers and its next snapshot deletes the stale chunks.
+    partial.compact_bytes = 1
+    after = partial.handle(*items[-2])
+    assert not set(after.writes) & set(cut)
+    assert set(after.deletes) == set(cut) | {key for key in after.writes if not key.startswith(SNAPSHOT_PREFIX)}
