@@ -303,7 +303,7 @@ def start(
     log4j = home / "log4j2.properties"
     log4j.write_text(_LOG4J.format(log=home / "broker.log", level=log_level))
     java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", str(libs / "*")]
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster = _cluster_id()
     formatted = subprocess.run(
         [*java, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(properties), *scram],
         capture_output=True,
@@ -365,3 +365,12 @@ def _reap(pid: int) -> None:
     """Collect the exit status when the broker is our own child (else it stays a zombie, 'alive')."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def _cluster_id() -> str:
+    """A random KRaft cluster id: a UUID in URL-safe base64, never starting with '-' (the storage tool's
+    argument parser would take it for an option; Kafka's own ``Uuid.randomUuid`` redraws those too)."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
