@@ -446,6 +446,12 @@ class LinkageCheck:
             for sensitive in self.sensitive
             if (finding := open_findings.get((LinkageFinding.check, identifier, value, sensitive))) is not None
         ]
+        # A finding equal field by field to the open one says the same (so has its id): kept as it is,
+        # without hashing its JSON form. Most findings of the touched values are unchanged.
+        unchanged = {finding.subject for finding in after if open_findings.get(finding.subject) == finding}
+        if unchanged:
+            before = [finding for finding in before if finding.subject not in unchanged]
+            after = [finding for finding in after if finding.subject not in unchanged]
         delta = diff(before, after)
         for finding in before:
             del open_findings[finding.subject]
