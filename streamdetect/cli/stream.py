@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.io.sources import load_views
-from streamdetect.io.topology_file import load_topology
+from streamdetect.io.topology_file import duration_seconds, load_topology
 from streamdetect.stream.service import COMPACT_BYTES
 
 #: Where clients look for a broker when --bootstrap-servers is not given (then 127.0.0.1:9092).
@@ -71,6 +71,20 @@ def publish(
         click.echo(f"{name}: {sent.rows[name]:,} rows in {sent.records[name]:,} records", err=True)
 
 
+class Duration(click.ParamType):
+    """A duration option (``90s``, ``15m``, ``12h``, ``7d``, ``2w``) as seconds."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        seconds = duration_seconds(value)
+        if seconds is None or seconds <= 0:
+            self.fail(f"expected a duration such as 7d, 12h, 15m or 90s, found {value!r}", param, ctx)
+        return seconds
+
+
 @click.command()
 @click.argument("topology", type=click.Path(path_type=Path))
 @BOOTSTRAP
@@ -129,6 +143,14 @@ def publish(
     help="Replace the state entries by a snapshot once this many bytes (and at least the last snapshot's "
     "size) were written since it: the changelog and a restart stay bounded; 0: never compact.",
 )
+@click.option(
+    "--replay-retention",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    help="How long a folded batch id is remembered to skip a redelivered record (kept in each snapshot; "
+    "Kafka redelivers within minutes). A duration: 90s, 15m, 12h, 7d, 2w.",
+)
 @fail_cleanly
 def worker(
     topology: Path,
@@ -144,6 +166,7 @@ def worker(
     universal_rows: int,
     coalesce: int,
     compact_bytes: int,
+    replay_retention: float,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
     from streamdetect.io.cache import cache_dir  # noqa: PLC0415
@@ -167,6 +190,7 @@ def worker(
         universal_rows=universal_rows,
         coalesce=coalesce,
         compact_bytes=compact_bytes or None,
+        replay_retention_s=replay_retention,
     )
     prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
     if metrics_port is not None:

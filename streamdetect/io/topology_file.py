@@ -409,10 +409,16 @@ def _fragmentation(ctx: _Context, raw: Any, table: TableSchema) -> Fragmentation
     return FragmentationSpec(tuple(constraints), tuple(requirements))
 
 
+def duration_seconds(raw: object) -> float | None:
+    """A duration such as ``30d``, ``12h``, ``15m`` or ``90s`` (weeks: ``w``) in seconds; None when ``raw``
+    is not one."""
+    match = _DURATION.match(raw) if isinstance(raw, str) else None
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)] if match else None
+
+
 def _window(ctx: _Context, raw: Any) -> float:
     """``window: 30d``: seconds (s), minutes (m), hours (h), days (d) or weeks (w)."""
-    match = _DURATION.match(raw) if isinstance(raw, str) else None
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)] if match else 0.0
+    seconds = duration_seconds(raw) or 0.0
     if seconds <= 0:
         raise ctx.fail("window", f"expected a duration such as 30d, 12h, 15m or 90s, found {raw!r}")
     return seconds

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, HEADER_VIEW, DeadLetter, Headers, Publication, decode_record
-from streamdetect.stream.service import COMPACT_BYTES, DetectorService, Outcome
+from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.
 _ROUTED_MAX_BYTES = 1 << 40
@@ -71,11 +71,13 @@ class Units:
         universal_rows: int = 0,
         *,
         compact_bytes: int | None = COMPACT_BYTES,
+        replay_retention_s: float | None = REPLAY_RETENTION_S,
     ) -> None:
         self.plan = plan
         self.entries = entries
         self.universal_rows = universal_rows
         self.compact_bytes = compact_bytes
+        self.replay_retention_s = replay_retention_s
         self.services: dict[Unit, DetectorService] = {}
         #: The highest offset handled per partition since this worker got it (folded or not).
         self.seen: dict[int, int] = {}
@@ -99,6 +101,7 @@ class Units:
                 placement=f"partitions={self.plan.partitions}",
                 universal=universal,
                 compact_bytes=self.compact_bytes,
+                replay_retention_s=self.replay_retention_s,
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found

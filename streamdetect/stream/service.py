@@ -54,6 +54,9 @@ APPLIED_KEY = "meta/applied"
 #: new snapshot replaces them: the table stays within about twice the state plus this, and a restore
 #: replays at most that much; each byte written is snapshotted at most about once more (amortised O(1)).
 COMPACT_BYTES = 16 << 20
+#: Seconds a folded batch id is remembered (to skip a redelivered record) once a snapshot is taken: Kafka
+#: redelivers what a worker read and did not commit, within minutes; a week is far beyond that.
+REPLAY_RETENTION_S = 7 * 86_400.0
 
 
 def pack_entries(entries: Mapping[str, bytes]) -> bytes:
@@ -128,19 +131,24 @@ class DetectorService:
         placement: str = "",
         universal: UniversalStream | None = None,
         compact_bytes: int | None = COMPACT_BYTES,
+        replay_retention_s: float | None = REPLAY_RETENTION_S,
     ):
         """``prefix``: of the table keys this service writes and restores from (a unit's, when several
         share one table); ``placement``: how rows were placed in this service's share (the partition
         count), kept with the fingerprint, as a state built under another placement holds other values;
         ``universal``: the universal-relation stream to keep (its tuples go with each outcome);
         ``compact_bytes``: snapshot once the records written since the last snapshot reach this many
-        bytes and that snapshot's size (:data:`COMPACT_BYTES`; None: never, the table grows for ever)."""
+        bytes and that snapshot's size (:data:`COMPACT_BYTES`; None: never, the table grows for ever);
+        ``replay_retention_s``: a snapshot keeps the batch ids folded within that many seconds only
+        (:data:`REPLAY_RETENTION_S`; None: all, for ever): a record redelivered later is folded again."""
         self.topology = topology
         self.detector = Detector(topology, checks)
         self.max_bytes = max_bytes
         self.prefix = prefix
         self.fingerprint = f"{self.detector.fingerprint}@{placement}" if placement else self.detector.fingerprint
-        self.applied: set[str] = set()
+        #: Batch ids folded in, with when (epoch seconds): a record carrying one is a replay, skipped.
+        self.applied: dict[str, float] = {}
+        self.replay_retention_s = replay_retention_s
         #: State entries written (restored and since): the next entry's number.
         self.written = 0
         self.restored = False
@@ -194,9 +202,19 @@ class DetectorService:
         dtypes = table.get(DTYPES_KEY)
         if dtypes is not None:
             self.detector.dtypes = dict(frame_from_ipc(dtypes).schema)
-        self.applied = {key[len(APPLIED_PREFIX) :] for key in table if key.startswith(APPLIED_PREFIX)}
+        self.applied = {}
         if APPLIED_KEY in snapshot:
-            self.applied.update(frame_from_ipc(snapshot[APPLIED_KEY]).get_column("batch").to_list())
+            kept = frame_from_ipc(snapshot[APPLIED_KEY])
+            self.applied.update(
+                zip(kept.get_column("batch").to_list(), kept.get_column("folded").to_list(), strict=True)
+            )
+        self.applied.update(
+            {
+                key[len(APPLIED_PREFIX) :]: _epoch(value)
+                for key, value in table.items()
+                if key.startswith(APPLIED_PREFIX)
+            }
+        )
         self.offset = int(table[OFFSET_KEY]) if OFFSET_KEY in table else None
         if self.universal is not None:
             self.universal_state = self.universal.initialize(self.detector.present_rows())
@@ -298,7 +316,8 @@ class DetectorService:
             entries[FINGERPRINT_KEY] = self.fingerprint.encode()
         if self.detector.dtypes != known:
             entries[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
-        stamp = dt.datetime.now(dt.UTC).isoformat().encode()
+        now = dt.datetime.now(dt.UTC)
+        stamp = now.isoformat().encode()
         entries |= {APPLIED_PREFIX + r.batch_id: stamp for r in reads}
         if offset is not None:
             entries[OFFSET_KEY] = str(offset).encode()
@@ -312,7 +331,7 @@ class DetectorService:
         self.state_bytes += size
         self.since_snapshot += size
         self.log_keys += outcome.writes
-        self.applied.update(r.batch_id for r in reads)
+        self.applied.update(dict.fromkeys((r.batch_id for r in reads), now.timestamp()))
         if self.compact_bytes is not None and self.since_snapshot >= max(self.compact_bytes, self.snapshot_bytes):
             self._compact(outcome)
         return outcome
@@ -322,11 +341,23 @@ class DetectorService:
         deletion of every entry it replaces. Restore takes the latest whole snapshot and the records
         numbered from it; the deletions are to be written after the snapshot (a worker killed between
         them leaves entries that the snapshot covers, ignored and deleted by the next one).
-        O(state): run once per :data:`COMPACT_BYTES` or snapshot size written."""
+        O(state): run once per :data:`COMPACT_BYTES` or snapshot size written. Batch ids folded more than
+        ``replay_retention_s`` ago are forgotten here (the set of replays to skip stays bounded too)."""
+        if self.replay_retention_s is not None:
+            horizon = dt.datetime.now(dt.UTC).timestamp() - self.replay_retention_s
+            forgotten = [batch for batch, folded in self.applied.items() if folded < horizon]
+            for batch in forgotten:
+                del self.applied[batch]
+            if forgotten:
+                log.info("%d batch ids folded before the replay retention forgotten", len(forgotten))
+        applied = pl.DataFrame(
+            {"batch": list(self.applied), "folded": list(self.applied.values())},
+            schema={"batch": pl.String, "folded": pl.Float64},
+        )
         entries: dict[str, bytes] = {
             FINGERPRINT_KEY: self.fingerprint.encode(),
             DETECTOR_KEY: self.detector.snapshot(),
-            APPLIED_KEY: frame_to_ipc(pl.DataFrame({"batch": sorted(self.applied)}, schema={"batch": pl.String})),
+            APPLIED_KEY: frame_to_ipc(applied),
         }
         if self.offset is not None:
             entries[OFFSET_KEY] = str(self.offset).encode()
@@ -340,6 +371,11 @@ class DetectorService:
         self.since_snapshot = 0
         self.state_bytes = self.snapshot_bytes
         log.info("state compacted: a %d-byte snapshot replaces %d entries", self.snapshot_bytes, len(outcome.deletes))
+
+
+def _epoch(stamp: bytes) -> float:
+    """An applied entry's stamp (ISO 8601, written at the fold) as epoch seconds."""
+    return dt.datetime.fromisoformat(stamp.decode()).timestamp()
 
 
 def _chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:

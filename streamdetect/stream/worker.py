@@ -49,7 +49,7 @@ from streamdetect.stream.publish import read_range
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
 from streamdetect.stream.routing import Router, Units
 from streamdetect.stream.security import from_environment
-from streamdetect.stream.service import COMPACT_BYTES, DetectorService, Outcome
+from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
 
 log = logging.getLogger(__name__)
@@ -201,6 +201,7 @@ def build_app(
     coalesce: int = 32,
     coalesce_wait_s: float = 0.01,
     compact_bytes: int | None = COMPACT_BYTES,
+    replay_retention_s: float | None = REPLAY_RETENTION_S,
 ) -> faust.App:
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
@@ -217,7 +218,9 @@ def build_app(
     backlog folds bigger batches, which cost far less per row; a quiet stream is folded record by record
     after at most ``coalesce_wait_s``. ``compact_bytes``: a unit's state entries are replaced by a
     snapshot once that many bytes were written since the last one (:class:`DetectorService`), so the
-    compacted changelog, and a replacement worker's restore, stay bounded by about twice the state."""
+    compacted changelog, and a replacement worker's restore, stay bounded by about twice the state;
+    ``replay_retention_s``: how long a folded batch id is remembered past a snapshot (a record redelivered
+    later is folded again)."""
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
@@ -254,7 +257,14 @@ def build_app(
         )
     if partitions == 1:
         universal = UniversalStream(topology, universal_rows) if universal_rows else None
-        service = DetectorService(topology, checks, max_bytes, universal=universal, compact_bytes=compact_bytes)
+        service = DetectorService(
+            topology,
+            checks,
+            max_bytes,
+            universal=universal,
+            compact_bytes=compact_bytes,
+            replay_retention_s=replay_retention_s,
+        )
         _one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s)
         examined = service.detector
     else:
@@ -267,7 +277,7 @@ def build_app(
             max_bytes,
             universal_rows=universal_rows,
             bootstrap=bootstrap,
-            compact_bytes=compact_bytes,
+            kept=(compact_bytes, replay_retention_s),
         )
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
     if metrics is not None:
@@ -313,12 +323,12 @@ def _two_stages(
     *,
     universal_rows: int,
     bootstrap: str,
-    compact_bytes: int | None,
+    kept: tuple[int | None, float | None],
 ) -> None:
     topics = {view_topic(topology, view): view.name for view in topology.views}
     route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
     router = Router(split, max_bytes)
-    units = Units(split, out.entries, universal_rows, compact_bytes=compact_bytes)
+    units = Units(split, out.entries, universal_rows, compact_bytes=kept[0], replay_retention_s=kept[1])
     metrics = out.metrics
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)

@@ -326,6 +326,16 @@ def test_the_universal_stream_needs_the_linkage_check() -> None:
     assert "follows the linkage check's closure, and this topology does not run linkage" in result.stderr
 
 
+@pytest.mark.parametrize("retention", ["5x", "0s", "-1d"])
+def test_a_replay_retention_that_is_not_a_duration_is_a_usage_error(retention: str) -> None:
+    table1 = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
+    result = CliRunner().invoke(
+        cli, ["worker", str(table1), "--replay-retention", retention, "--bootstrap-servers", "127.0.0.1:1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "expected a duration such as 7d" in result.stderr
+
+
 FRAGMENT_TABLE = GOOD_TABLE + "  source: t.csv\nviews:\n  - {name: v1, attributes: [SSN, Job]}\n"
 
 
