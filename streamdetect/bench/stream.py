@@ -74,11 +74,15 @@ def run_stream(
     partitions: int | None = None,
     timeout_s: float = 1800.0,
     coalesce: int = 32,
+    prefix: float = 0.0,
 ) -> dict[str, Any]:
     """Publish the topology's views to a fresh set of topics while ``workers`` workers of one group read
     them, the work split in ``partitions`` (default: as many as workers; the view topics get as many);
     measure until the group has committed every record of the view (and route) topics. ``coalesce``: the
-    workers' ``--coalesce``."""
+    workers' ``--coalesce``. ``prefix``: that fraction of each view's rows is published first, as fast as
+    it goes, and folded in before the measured stream of the rest starts (a worker in its steady state,
+    as ``bench incremental --prefix``; the figures then count the rest only: rows, rows per second, and
+    latency from the histograms' growth during it)."""
     partitions = partitions or workers
     with tempfile.TemporaryDirectory(prefix="streamdetect-bench-") as scratch:
         directory = Path(scratch)
@@ -96,7 +100,7 @@ def run_stream(
                 with (directory / f"worker-{number}.log").open("wb") as log:
                     started.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), port))
             run = _Run(topology, views, bootstrap, started, directory, time.monotonic() + timeout_s)
-            return run.measure(batch_rows, rate, partitions) | {"coalesce": coalesce}
+            return run.measure(batch_rows, rate, partitions, prefix) | {"coalesce": coalesce, "prefix": prefix}
         finally:
             for worker, _ in started:
                 worker.terminate()
@@ -140,7 +144,14 @@ class _Run:
     def consumed(self) -> float:
         return sum(v for name, v in self.samples().items() if name.startswith("streamdetect_rows_consumed_total"))
 
-    def measure(self, batch_rows: int, rate: float | None, partitions: int) -> dict[str, Any]:
+    def _drained(self, rows: float, topics: list[str]) -> None:
+        """Wait until ``rows`` rows were read and the group committed every record of ``topics`` (Faust
+        commits every 2.8 s: the end is known to that precision, for one worker and several alike)."""
+        while self.consumed() < rows or committed_lag(self.bootstrap, app_id(self.topology), topics):
+            self._alive("stopped early")
+            time.sleep(0.2)
+
+    def measure(self, batch_rows: int, rate: float | None, partitions: int, prefix: float) -> dict[str, Any]:
         # Publishing starts once every worker has joined the group and has partitions (a rebalance while
         # rows arrive would be measured as latency; bench the steady state).
         while not group_ready(self.bootstrap, app_id(self.topology), len(self.workers)):
@@ -148,28 +159,34 @@ class _Run:
             time.sleep(0.5)
         topics = [view_topic(self.topology, view) for view in self.topology.views]
         topics += [route_topic(self.topology)] if partitions > 1 else []
+        loaded = {name: frame.head(int(frame.height * prefix)) for name, frame in self.views.items()}
+        rest = {name: frame.slice(loaded[name].height) for name, frame in self.views.items()}
+        before: dict[str, float] = {}
+        if prefix:
+            publish(self.topology, loaded, self.bootstrap, batch_rows=batch_rows, partitions=partitions)
+            self._drained(sum(frame.height for frame in loaded.values()), topics)
+            before = self.samples()
         began = time.monotonic()
-        publish(self.topology, self.views, self.bootstrap, batch_rows=batch_rows, rate=rate, partitions=partitions)
+        publish(self.topology, rest, self.bootstrap, batch_rows=batch_rows, rate=rate, partitions=partitions)
         published_s = time.monotonic() - began
-        # Done when every row was read and the group committed every record of its topics (Faust commits
-        # every 2.8 s: the end is known to that precision, for one worker and several alike).
-        while self.consumed() < self.rows or committed_lag(self.bootstrap, app_id(self.topology), topics):
-            self._alive("stopped early")
-            time.sleep(0.2)
+        self._drained(self.rows, topics)
         ended = time.monotonic()
-        samples = self.samples()
+        # What the measured stream added to every counter and bucket.
+        samples = {name: value - before.get(name, 0.0) for name, value in self.samples().items()}
         findings = open_findings(read_topic(self.bootstrap, findings_topic(self.topology)))
         expected = {finding.id for finding in streamdetect.check(self.topology, self.views).findings}
+        streamed = sum(frame.height for frame in rest.values())
         return {
             "topology": self.topology.name,
-            "rows": self.rows,
+            "rows": streamed,
+            "prefix_rows": self.rows - streamed,
             "workers": len(self.workers),
             "partitions": partitions,
             "batch_rows": batch_rows,
             "rate": rate,
             "publish_s": published_s,
             "stream_s": ended - began,
-            "rows_per_second": self.rows / (ended - began),
+            "rows_per_second": streamed / (ended - began),
             "detection_latency_s": {
                 "p50": _quantile(samples, "streamdetect_detection_latency_seconds", 0.5),
                 "p99": _quantile(samples, "streamdetect_detection_latency_seconds", 0.99),

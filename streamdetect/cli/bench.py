@@ -334,6 +334,13 @@ def incremental_command(
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Publish at most this many rows per second.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Workers in the group.")
 @click.option(
+    "--prefix",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    help="Publish this fraction of each view first and let the workers fold it in; measure the rest.",
+)
+@click.option(
     "--partitions", type=click.IntRange(min=1), help="Partitions the work is split in [default: one per worker]."
 )
 @click.option(
@@ -353,20 +360,29 @@ def stream_command(
     workers: int,
     partitions: int | None,
     coalesce: int,
+    prefix: float,
     as_json: bool,
 ) -> None:
     """Publish TOPOLOGY's views through a broker while workers read them: rows/s, detection latency."""
     from streamdetect.bench.stream import run_stream  # noqa: PLC0415 (Kafka and Faust load only here)
 
     outcome = run_stream(
-        topology, bootstrap, batch_rows=batch_rows, rate=rate, workers=workers, partitions=partitions, coalesce=coalesce
+        topology,
+        bootstrap,
+        batch_rows=batch_rows,
+        rate=rate,
+        workers=workers,
+        partitions=partitions,
+        coalesce=coalesce,
+        prefix=prefix,
     )
     if as_json:
         click.echo(json.dumps(outcome))
         return
     latency = outcome["detection_latency_s"]
+    loaded = f" after a prefix of {outcome['prefix_rows']:,} rows folded in" if outcome["prefix_rows"] else ""
     click.echo(
-        f"{outcome['rows']:,} rows in {outcome['stream_s']:.1f} s: {outcome['rows_per_second']:,.0f} rows/s "
+        f"{outcome['rows']:,} rows{loaded} in {outcome['stream_s']:.1f} s: {outcome['rows_per_second']:,.0f} rows/s "
         f"through {outcome['workers']} worker(s), {outcome['partitions']} partition(s); "
         f"detection latency p50 <= {latency['p50']} s, p99 <= {latency['p99']} s; "
         f"{outcome['findings']:,} open findings, {'the same as' if outcome['same_as_check'] else 'NOT the same as'} "

@@ -180,7 +180,10 @@ def test_the_publish_command_streams_every_view(kafka_bootstrap: str, tmp_path: 
 BENCH = ("--batch-rows", "2", "--json")
 
 
-def test_bench_stream_measures_a_worker_and_checks_its_findings(kafka_bootstrap: str) -> None:
+@pytest.mark.parametrize(("prefix", "prefix_rows"), [("0", 0), ("0.5", 6)])
+def test_bench_stream_measures_a_worker_and_checks_its_findings(
+    kafka_bootstrap: str, prefix: str, prefix_rows: int
+) -> None:
     done = subprocess.run(
         [
             sys.executable,
@@ -190,6 +193,8 @@ def test_bench_stream_measures_a_worker_and_checks_its_findings(kafka_bootstrap:
             "stream",
             str(ROOT / "topologies" / "dou-patients.yaml"),
             *BENCH,
+            "--prefix",
+            prefix,
             "--bootstrap-servers",
             kafka_bootstrap,
         ],
@@ -200,8 +205,9 @@ def test_bench_stream_measures_a_worker_and_checks_its_findings(kafka_bootstrap:
     )
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
-    assert outcome["rows"] == 12
-    assert outcome["same_as_check"] is True
+    # With a prefix, half of each view is folded in first; the figures count the rest.
+    assert (outcome["rows"], outcome["prefix_rows"]) == (12 - prefix_rows, prefix_rows)
+    assert outcome["same_as_check"] is True  # over every row, the prefix's included
     assert outcome["findings"] == 7
     assert outcome["rows_per_second"] > 0
     assert outcome["detection_latency_s"]["p99"] is not None
