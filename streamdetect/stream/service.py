@@ -46,9 +46,11 @@ APPLIED_PREFIX = "applied/"
 #: message per record, not one per piece: a BP batch writes some fifty pieces).
 RECORD_PREFIX = "record/"
 #: A snapshot, ``snapshot/<n>``: the whole state after the records numbered below ``n``, which it replaces
-#: (they are deleted once it is written, and the compacted changelog forgets them).
+#: (they are deleted once it is written, and the compacted changelog forgets them): a Detector snapshot
+#: (``meta/detector``, or none: the empty state) and the Detector's pieces written since (``piece/<key>``).
 SNAPSHOT_PREFIX = "snapshot/"
 DETECTOR_KEY = "meta/detector"
+PIECE_PREFIX = "piece/"
 APPLIED_KEY = "meta/applied"
 #: Bytes of records written since the last snapshot (and at least that snapshot's size) after which a
 #: new snapshot replaces them: the table stays within about twice the state plus this, and a restore
@@ -164,6 +166,10 @@ class DetectorService:
         #: Bytes of records written since the last snapshot, and the size of that snapshot.
         self.since_snapshot = 0
         self.snapshot_bytes = 0
+        #: The Detector snapshot the last snapshot entry holds (None: the empty state), and the pieces
+        #: written on top of it, in segments (:func:`_extend`): what the next snapshot entry holds.
+        self.base: bytes | None = None
+        self.segments: list[dict[str, bytes]] = [{}]
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
@@ -192,12 +198,19 @@ class DetectorService:
         self.snapshot_bytes = len(whole[base]) if base is not None else 0
         self.since_snapshot = sum(len(written[number]) for number in written)
         self.state_bytes = self.snapshot_bytes + self.since_snapshot
-        if DETECTOR_KEY in snapshot:
-            self.detector.restore(snapshot[DETECTOR_KEY])
+        self.base = snapshot.get(DETECTOR_KEY)
+        if self.base is not None:
+            self.detector.restore(self.base)
+        self.segments = [
+            {key[len(PIECE_PREFIX) :]: value for key, value in snapshot.items() if key.startswith(PIECE_PREFIX)}
+        ]
+        for entry in entries:
+            _extend(self.segments, entry)
         pieces = 0
-        for segment in _segments(entries):
+        for segment in self.segments:
             pieces += len(segment)
-            self.detector.apply_changes(segment)
+            if segment:
+                self.detector.apply_changes(segment)
         self.detector.changes()  # what the table holds is written already
         dtypes = table.get(DTYPES_KEY)
         if dtypes is not None:
@@ -306,6 +319,7 @@ class DetectorService:
         outcome.events = [finding_event(f, "cleared", read, batches) for f in delta.cleared]
         outcome.events += [finding_event(f, "raised", read, batches) for f in delta.raised]
         entries = dict(self.detector.changes())
+        _extend(self.segments, entries)
         if self.universal is not None and self.universal_state is not None and self.detector.folded is not None:
             gained = self.universal.update(self.universal_state, self.detector.folded)
             for channel, tuples in gained:
@@ -340,9 +354,16 @@ class DetectorService:
         """Add to ``outcome`` a snapshot of the whole state, numbered after every record written, and the
         deletion of every entry it replaces. Restore takes the latest whole snapshot and the records
         numbered from it; the deletions are to be written after the snapshot (a worker killed between
-        them leaves entries that the snapshot covers, ignored and deleted by the next one).
-        O(state): run once per :data:`COMPACT_BYTES` or snapshot size written. Batch ids folded more than
-        ``replay_retention_s`` ago are forgotten here (the set of replays to skip stays bounded too)."""
+        them leaves entries that the snapshot covers, ignored and deleted by the next one). Batch ids
+        folded more than ``replay_retention_s`` ago are forgotten here (the replays to skip stay bounded).
+
+        The state is the last snapshot's Detector snapshot with the pieces written since. Without a
+        withdrawal among them the pieces only add (every check's state is append-only), so the new
+        snapshot is that one with the pieces merged: O(bytes) copying, about a tenth of re-encoding the
+        Detector (BP, 30 MB: 0.05 s packing against 0.56 s for ``Detector.snapshot``, and a restore
+        applies them in 0.08 s against 0.87). A withdrawal's pieces drop earlier pairs, and the history
+        would outgrow the state: then the Detector is re-encoded (``Detector.snapshot``) and the pieces
+        start afresh. Run once per :data:`COMPACT_BYTES` or snapshot size written."""
         if self.replay_retention_s is not None:
             horizon = dt.datetime.now(dt.UTC).timestamp() - self.replay_retention_s
             forgotten = [batch for batch, folded in self.applied.items() if folded < horizon]
@@ -356,9 +377,17 @@ class DetectorService:
         )
         entries: dict[str, bytes] = {
             FINGERPRINT_KEY: self.fingerprint.encode(),
-            DETECTOR_KEY: self.detector.snapshot(),
             APPLIED_KEY: frame_to_ipc(applied),
+            DTYPES_KEY: frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes)),
         }
+        written = [segment for segment in self.segments if segment]
+        if len(written) > 1:  # a withdrawal among them: re-encode the state
+            self.base, self.segments = self.detector.snapshot(), [{}]
+        else:
+            self.segments = [written[0] if written else {}]
+        if self.base is not None:
+            entries[DETECTOR_KEY] = self.base
+        entries |= {PIECE_PREFIX + key: piece for key, piece in self.segments[0].items()}
         if self.offset is not None:
             entries[OFFSET_KEY] = str(self.offset).encode()
         if self.universal is not None and self.universal_state is not None:
@@ -410,19 +439,17 @@ def _whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
     return whole
 
 
-def _segments(entries: Sequence[Mapping[str, bytes]]) -> list[dict[str, bytes]]:
-    """The Detector's pieces of the table's entries (in the order written), in as few applications as
-    keep their order: a withdrawal's pieces (``.../unlinked/...``: drop pairs, then append) are applied
-    after everything written before them and before anything written after, as appending positions
-    restart below earlier ones once pairs are dropped. Pieces of the other entries are gathered."""
-    segments: list[dict[str, bytes]] = [{}]
-    for entry in entries:
-        pieces = {key: value for key, value in entry.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
-        if any("/unlinked/" in key for key in pieces):
-            segments += [pieces, {}]
-        else:
-            segments[-1].update(pieces)
-    return [segment for segment in segments if segment]
+def _extend(segments: list[dict[str, bytes]], entry: Mapping[str, bytes]) -> None:
+    """Add an entry's Detector pieces (in the order written) to ``segments``, the fewest applications
+    that keep their order: a withdrawal's pieces (``.../unlinked/...``: drop pairs, then append) are
+    applied after everything written before them and before anything written after, as appending
+    positions restart below earlier ones once pairs are dropped. Pieces of the other entries gather in
+    the last segment (their keys are unique: every check's pieces are numbered)."""
+    pieces = {key: value for key, value in entry.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
+    if any("/unlinked/" in key for key in pieces):
+        segments += [pieces, {}]
+    else:
+        segments[-1].update(pieces)
 
 
 def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[Publication]]:
