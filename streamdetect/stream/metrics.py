@@ -67,6 +67,11 @@ class WorkerMetrics:
         self.state_bytes = Counter(
             "streamdetect_state_written_bytes", "Bytes of state pieces written to the state table.", registry=r
         )
+        self.compactions = Counter(
+            "streamdetect_state_compactions",
+            "Snapshots that replaced the state entries written before them (the changelog's compaction).",
+            registry=r,
+        )
         self.state_size = Gauge(
             "streamdetect_state_bytes",
             "Size of the worker's state in its table: what it restored plus what it wrote since.",
@@ -124,6 +129,8 @@ class WorkerMetrics:
         self.batch_seconds.observe(seconds)
         written = sum(len(piece) for piece in outcome.writes.values())
         self.state_bytes.inc(written)
+        if outcome.deletes:
+            self.compactions.inc()
         # Latency runs from the earliest record folded in with this one (an upper bound when several were).
         self.findings(outcome.raised, outcome.cleared, outcome.earliest or publication.published)
 

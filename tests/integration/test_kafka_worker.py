@@ -133,6 +133,7 @@ def _counts_what_it_read(samples: dict[str, float], views: dict[str, pl.DataFram
     assert samples['streamdetect_findings_raised_total{check="linkage"}'] >= findings
     assert samples["streamdetect_detection_latency_seconds_count"] >= findings
     assert samples["streamdetect_state_written_bytes_total"] > 0
+    assert samples["streamdetect_state_compactions_total"] >= 1  # --compact-bytes 1
     assert samples['streamdetect_tasks{check="linkage",kind="tasks"}'] == 3  # as check counts them
 
 
