@@ -97,7 +97,10 @@ def until(condition: Callable[[], bool], what: str, worker: Worker, timeout_s: f
             return
         assert worker.process.poll() is None, f"the worker exited: {worker.output()[-3000:]}"
         time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout_s:.0f} s; worker output:\n{worker.output()[-3000:]}")
+    # The log's start too: a worker that never got going says why there, not in its last lines.
+    output = worker.output()
+    shown = output if len(output) <= 6000 else f"{output[:2500]}\n[...]\n{output[-3500:]}"
+    raise AssertionError(f"{what} within {timeout_s:.0f} s; worker output:\n{shown}")
 
 
 def table1_stream(
