@@ -158,8 +158,6 @@ class DetectorService:
         self.restored = False
         self.universal = universal
         self.universal_state = universal.initialize() if universal is not None else None
-        #: Bytes of this service's state entries in the table: restored, plus written since.
-        self.state_bytes = 0
         #: The offset of the last record folded in, when the caller gives offsets (None: unknown).
         self.offset: int | None = None
         self.compact_bytes = compact_bytes
@@ -174,6 +172,11 @@ class DetectorService:
         self.segments: list[dict[str, bytes]] = [{}]
         #: Whether rows were withdrawn since the last snapshot (always, with a time window).
         self.withdrew = False
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of this service's state entries in the table: the last snapshot and the records since."""
+        return self.snapshot_bytes + self.since_snapshot
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
@@ -201,7 +204,6 @@ class DetectorService:
             )
         self.snapshot_bytes = len(whole[base]) if base is not None else 0
         self.since_snapshot = sum(len(written[number]) for number in written)
-        self.state_bytes = self.snapshot_bytes + self.since_snapshot
         self.base = snapshot.get(DETECTOR_KEY)
         if self.base is not None:
             self.detector.restore(self.base)
@@ -349,9 +351,7 @@ class DetectorService:
             f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes
         )
         self.written += 1
-        size = sum(len(piece) for piece in outcome.writes.values())
-        self.state_bytes += size
-        self.since_snapshot += size
+        self.since_snapshot += sum(len(piece) for piece in outcome.writes.values())
         self.log_keys += outcome.writes
         self.applied.update(dict.fromkeys((r.batch_id for r in reads), now.timestamp()))
         if self.compact_bytes is not None and self.since_snapshot >= max(self.compact_bytes, self.snapshot_bytes):
@@ -407,7 +407,6 @@ class DetectorService:
         self.log_keys = list(chunks)
         self.snapshot_bytes = sum(len(piece) for piece in chunks.values())
         self.since_snapshot = 0
-        self.state_bytes = self.snapshot_bytes
         log.info("state compacted: a %d-byte snapshot replaces %d entries", self.snapshot_bytes, len(outcome.deletes))
 
 

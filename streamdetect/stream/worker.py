@@ -42,7 +42,7 @@ import faust
 from streamdetect.detector import Detector, checks_to_run
 from streamdetect.errors import StateError, TopologyError
 from streamdetect.model.topology import Topology
-from streamdetect.partitioning import Plan, plan
+from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.publish import read_range
@@ -268,17 +268,14 @@ def build_app(
         _one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s)
         examined = service.detector
     else:
-        split = plan(topology, partitions, checks)
-        _two_stages(
-            app,
-            topology,
-            out,
-            split,
-            max_bytes,
-            universal_rows=universal_rows,
-            bootstrap=bootstrap,
-            kept=(compact_bytes, replay_retention_s),
+        units = Units(
+            plan(topology, partitions, checks),
+            out.entries,
+            universal_rows,
+            compact_bytes=compact_bytes,
+            replay_retention_s=replay_retention_s,
         )
+        _two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
     if metrics is not None:
         metrics.examined(examined.summaries({}))
@@ -318,17 +315,15 @@ def _two_stages(
     app: faust.App,
     topology: Topology,
     out: _Outputs,
-    split: Plan,
+    units: Units,
     max_bytes: int,
     *,
-    universal_rows: int,
     bootstrap: str,
-    kept: tuple[int | None, float | None],
 ) -> None:
+    split = units.plan
     topics = {view_topic(topology, view): view.name for view in topology.views}
     route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
     router = Router(split, max_bytes)
-    units = Units(split, out.entries, universal_rows, compact_bytes=kept[0], replay_retention_s=kept[1])
     metrics = out.metrics
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)
@@ -452,8 +447,10 @@ async def _catch_up_tails(app: faust.App, out: _Outputs, units: Units, *, bootst
         if tp.topic != topic:
             continue
         end = app.consumer.highwater(tp)
-        expected = units.next_offset(tp.partition) if end else None
-        if end is None or expected is None or end <= expected:
+        if not end:  # not known yet, or an empty partition: nothing can be missing (units not rebuilt)
+            continue
+        expected = units.next_offset(tp.partition)
+        if expected is None or end <= expected:
             continue
         await _fill_gap(out, units, bootstrap=bootstrap, topic=topic, partition=tp.partition, start=expected, end=end)
         if out.metrics is not None:
