@@ -18,17 +18,25 @@ import polars as pl
 from streamdetect.relational import small_joins
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
 
+#: How an Arrow IPC *file* starts (the stream format has no magic: it starts with a message length).
+_IPC_FILE_MAGIC = b"ARROW1"
+
 
 def frame_to_ipc(frame: pl.DataFrame) -> bytes:
-    """A frame as Arrow IPC bytes (a state piece)."""
+    """A frame as Arrow IPC stream bytes (a state piece). The stream format, not the file format: polars
+    writes a file through a query (0.25 ms for a 300-row piece here) and a stream directly (0.02 ms),
+    and an update writes dozens of pieces."""
     buffer = io.BytesIO()
-    frame.write_ipc(buffer)
+    frame.write_ipc_stream(buffer)
     return buffer.getvalue()
 
 
 def frame_from_ipc(data: bytes) -> pl.DataFrame:
-    """Inverse of :func:`frame_to_ipc`."""
-    return pl.read_ipc(io.BytesIO(data))
+    """Inverse of :func:`frame_to_ipc`; also reads the IPC file format, which pieces written before
+    2026-11-27 hold (a state table kept across an upgrade restores)."""
+    if data.startswith(_IPC_FILE_MAGIC):
+        return pl.read_ipc(io.BytesIO(data))
+    return pl.read_ipc_stream(io.BytesIO(data))
 
 
 def frame_to_text(frame: pl.DataFrame) -> str:

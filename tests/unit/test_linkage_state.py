@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+
 import polars as pl
 import pytest
 
 from streamdetect.checks.linkage import LinkageCheck, LinkageState
+from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import ViewDefinition
 
 
@@ -108,3 +111,37 @@ def test_a_replica_built_from_pieces_withdraws_rows_of_an_attribute_seen_only_nu
     replica.apply_changes(original.changes())
     replica.update(Batch(retracted={"v": nulls}))
     assert replica.findings() == original.findings() == []
+
+
+def test_state_pieces_are_arrow_streams_and_pieces_in_the_older_file_format_still_read() -> None:
+    frame = pl.DataFrame(
+        {"code": [3, 1, None], "value": ["a", "b", "c"]}, schema={"code": pl.UInt32, "value": pl.String}
+    )
+    piece = frame_to_ipc(frame)
+    assert pl.read_ipc_stream(io.BytesIO(piece)).equals(frame)  # the stream format
+    older = io.BytesIO()
+    frame.write_ipc(older)  # what pieces were before
+    for data in (piece, older.getvalue()):
+        restored = frame_from_ipc(data)
+        assert restored.schema == frame.schema
+        assert restored.equals(frame)
+    empty = pl.DataFrame(schema={"day": pl.Date})
+    assert frame_from_ipc(frame_to_ipc(empty)).schema == empty.schema
+
+
+def test_a_state_whose_pieces_were_written_as_arrow_files_restores_the_same() -> None:
+    check = _check()
+    state = check.initialize()
+    check.update(state, {"v1": pl.DataFrame({"SSN": ["1", "2"], "Job": ["Dancer", "Cook"]})})
+    check.update(state, {"v2": pl.DataFrame({"Job": ["Dancer", "Cook"], "Disease": ["Flu", "HD"]})})
+    pieces = state.take_changes()
+
+    def as_file(data: bytes) -> bytes:
+        buffer = io.BytesIO()
+        frame_from_ipc(data).write_ipc(buffer)
+        return buffer.getvalue()
+
+    fresh, older = check.initialize(), check.initialize()
+    fresh.apply_changes(pieces)
+    older.apply_changes({key: as_file(data) for key, data in pieces.items()})
+    assert [f.id for f in check.result(older)] == [f.id for f in check.result(fresh)] != []
