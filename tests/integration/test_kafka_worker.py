@@ -32,7 +32,7 @@ from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.routing import Router
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
-from streamdetect.stream.worker import app_id
+from streamdetect.stream.worker import app_id, state_table
 from tests.integration.kafka_helpers import Feed, Worker, table1_stream, table1_topology, until
 
 
@@ -169,6 +169,10 @@ def test_a_state_written_under_other_thresholds_stops_the_worker_with_exit_2(
     path, topology, views, feed = table1_stream(tmp_path, name, kafka_bootstrap, workers, partitions=partitions)
     feed.send("v1", views["v1"], "v1-all")
     until(lambda: bool(read_topic(kafka_bootstrap, findings_topic(topology))), "the first findings", workers[-1])
+    # A record's finding events go out before its state entries: stopped in between, the worker would
+    # leave no state to refuse (a CI run saw that). Stop it once the state is on the broker.
+    changelog = f"{app_id(topology)}-{state_table(partitions)}-changelog"
+    until(lambda: bool(read_topic(kafka_bootstrap, changelog)), "the state entries", workers[-1])
     workers[-1].stop()
     path.write_text(path.read_text().replace("linkage: {k: 2}", "linkage: {k: 3}"))  # same name, other k
     workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=partitions))
