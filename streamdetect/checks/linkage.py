@@ -543,8 +543,8 @@ class LinkageCheck:
         saturated_now: dict[TaskKey, pl.Series],
     ) -> pl.DataFrame | None:
         """Fold the joins of the step's arrived rows (every view of the channel the step adds to) into the
-        task's capped sets; the identifier codes whose capped set grew (None when nothing joined). Codes it
-        saturates go to ``saturated_now``."""
+        task's capped sets; the pairs added, whose identifier codes are those whose capped set grew (None
+        when nothing did). Codes it saturates go to ``saturated_now``."""
         identifier, sensitive = task.identifier, task.sensitive
         sets = self._sets(state, task.key)
         founds: list[pl.DataFrame] = []
@@ -609,8 +609,8 @@ class LinkageCheck:
         found: pl.DataFrame,
         saturated_now: dict[TaskKey, pl.Series],
     ) -> pl.DataFrame | None:
-        """Merge found pairs (codes below k, at most k pairs each) into the task's capped sets; the codes
-        whose set grew (None when none did)."""
+        """Merge found pairs (codes below k, at most k pairs each) into the task's capped sets; the pairs
+        added, whose identifier column holds the codes whose set grew (None when none did)."""
         identifier, sensitive = task.identifier, task.sensitive
         if sets is None:
             state.linked[task.key] = found  # the task's first pairs, already at most k per code
@@ -618,11 +618,16 @@ class LinkageCheck:
             first = self._sets(state, task.key)
             assert first is not None
             _record(saturated_now, task.key, first.saturated.get_column(identifier))
-            return found.select(identifier).unique()
+            return found
         # Every code found is below k (saturated codes were left out): merge with the partial sets only.
         holding = self._holding(state, sets, identifier)
-        if holding.at(found.get_column(identifier)).any():
-            earlier = sets.partial.join(found.select(identifier).unique(), on=identifier, how="semi")
+        found_codes = found.get_column(identifier)
+        if holding.at(found_codes).any():
+            # The partial pairs of the codes found: a flag per code, read for every partial pair (numpy
+            # indexing, one polars filter; a semi join was three queries).
+            wanted = np.zeros(holding.size, dtype=np.bool_)
+            wanted[found_codes.to_numpy()] = True
+            earlier = sets.partial.filter(pl.Series(wanted[sets.partial.get_column(identifier).to_numpy()]))
         else:
             earlier = sets.partial.clear()
         if earlier.is_empty():
@@ -644,15 +649,20 @@ class LinkageCheck:
             if added.is_empty():
                 return None
         self._append_pairs(state, task.key, added)
-        full = merged.group_by(identifier).len().filter(pl.col("len") >= self.k).select(identifier)
+        # The codes merged reaching k pairs (at most k each): counted in numpy, no polars query.
+        codes, counts = np.unique(merged.get_column(identifier).to_numpy(), return_counts=True)
+        full = pl.Series(identifier, codes[counts >= self.k], dtype=merged.schema[identifier])
         partial = sets.partial
-        if full.height:
-            self._saturate(state, sets, identifier, full)
-            _record(saturated_now, task.key, full.get_column(identifier))
+        if full.len():
+            self._saturate(state, sets, identifier, full.to_frame())
+            _record(saturated_now, task.key, full)
+            # Partial pairs are of codes below k, so after marking the full codes saturated the mask
+            # tells which pairs leave the partial sets (a filter, not an anti join).
+            mask = self._mask(state, sets, identifier)
             if not earlier.is_empty():
-                partial = partial.join(full, on=identifier, how="anti")
-                holding.set(full.get_column(identifier), False)
-            added_partial = added.join(full, on=identifier, how="anti")
+                partial = partial.filter(pl.Series(~mask.at(partial.get_column(identifier))))
+                holding.set(full, False)
+            added_partial = added.filter(pl.Series(~mask.at(added.get_column(identifier))))
         else:
             added_partial = added
         if added_partial.height:
@@ -660,7 +670,7 @@ class LinkageCheck:
             holding.set(added_partial.get_column(identifier), True)
         else:
             sets.partial = partial
-        return added.select(identifier)
+        return added
 
     def _inherit(
         self,
@@ -738,12 +748,16 @@ class LinkageCheck:
         found = self._whole_sets(state, top, candidates.sort(), shared, step=step)
         if found.is_empty():
             return True  # nothing joins there (a view not published yet); tasks under it may join
-        saturated = found.filter(pl.len().over(identifier) >= self.k)
+        # The codes with k pairs (at most k each) and their pairs, counted in numpy (no polars query).
+        found_codes = found.get_column(identifier).to_numpy()
+        values, counts = np.unique(found_codes, return_counts=True)
+        full = values[counts >= self.k]
+        saturated = found.filter(pl.Series(np.isin(found_codes, full))) if full.size else found.clear()
         added = self._fold(state, top, sets, found, saturated_now)
         if added is not None:
             grown.append(added.get_column(identifier))
         if saturated.height:
-            settled = saturated.get_column(identifier).unique()
+            settled = pl.Series(identifier, full, dtype=found.schema[identifier])
             grown.append(settled)
             for key in lattice.between(top_key, above):
                 between = self._sets(state, key)
