@@ -20,10 +20,18 @@ def json_scalar(value: Scalar) -> str | int | float | bool | None:
     return value
 
 
+def canonical_json(content: dict[str, Any]) -> str:
+    """``content`` as compact JSON with sorted keys: the text a finding's id hashes."""
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _digest(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def stable_id(content: dict[str, Any]) -> str:
     """A short hash of what a finding says, so a replayed or recomputed finding keeps its id."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return _digest(canonical_json(content))
 
 
 def _association(
@@ -59,6 +67,24 @@ class _Identified:
         """Stable id: a hash of everything the finding says (computed once per finding: diffs and reports
         read it many times)."""
         return str(self.json_form["id"])
+
+    def _identified(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` with its id first (what :meth:`to_dict` returns); the canonical text hashed for the id
+        is kept for :attr:`json_text`, so a finding's body is serialised once."""
+        canonical = canonical_json(body)
+        self.__dict__["_canonical"] = canonical  # beside the cached properties (frozen dataclasses too)
+        return {"id": _digest(canonical), **body}
+
+    @cached_property
+    def json_text(self) -> str:
+        """:attr:`json_form` as compact JSON text: the id, then the body's keys sorted (the canonical text
+        the id hashes, reused: a finding event embeds it instead of serialising the body again)."""
+        form = self.json_form
+        canonical = self.__dict__.get("_canonical")
+        if canonical is None:  # a subclass whose to_dict does not go through _identified
+            canonical = canonical_json({key: value for key, value in form.items() if key != "id"})
+        identifier = json.dumps(form["id"])
+        return f'{{"id":{identifier}}}' if canonical == "{}" else f'{{"id":{identifier},{canonical[1:]}'
 
 
 F = TypeVar("F")
@@ -138,7 +164,7 @@ class LinkageFinding(_Identified):
         body["joined_on"] = list(self.joined_on)
         body["level"] = self.level
         body["certain"] = self.certain
-        return {"id": stable_id(body), **body}
+        return self._identified(body)
 
 
 @dataclass(frozen=True)
@@ -179,7 +205,7 @@ class AssociationCoverFinding(_Identified):
         """The documented JSON form (docs/report-format.md)."""
         body = _association(self)
         body["exact"] = self.exact
-        return {"id": stable_id(body), **body}
+        return self._identified(body)
 
 
 @dataclass(frozen=True)
@@ -220,7 +246,7 @@ class SindFinding(_Identified):
             "reason": self.reason,
             "exact": self.exact,
         }
-        return {"id": stable_id(body), **body}
+        return self._identified(body)
 
 
 @dataclass(frozen=True)
@@ -308,7 +334,7 @@ class GroupFinding(_Identified):
             body |= {"sensitive": self.sensitive_attribute, "distinct": self.distinct, "l": self.k}
         else:
             body["k"] = self.k
-        return {"id": stable_id(body), **body}
+        return self._identified(body)
 
 
 def finding_from_dict(

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 import streamdetect
+from streamdetect.checks.findings import stable_id
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.stream.records import Publication, encode_publication
@@ -20,6 +21,7 @@ from streamdetect.stream.service import (
     SNAPSHOT_PREFIX,
     DetectorService,
     Outcome,
+    finding_event,
     open_findings,
     pack_entries,
     runs,
@@ -332,3 +334,29 @@ def test_a_snapshot_after_withdrawals_reencodes_the_state_and_without_them_merge
         again = DetectorService(topology)
         again.restore(table)
         assert [f.id for f in again.detector.findings()] == [f.id for f in service.detector.findings()]
+
+
+@pytest.mark.parametrize(
+    "example", ["dou-patients.yaml", "yao-figure1.yaml", "sind-figure4.yaml", "yao-serious-possible.yaml"]
+)
+def test_a_finding_event_carries_the_findings_json_form_spliced_in_as_its_id_hashed_it(example: str) -> None:
+    findings = streamdetect.check(streamdetect.load_topology(ROOT / "topologies" / example)).findings
+    assert findings
+    publication = Publication("v1", "add", "b-1", WHEN, pl.DataFrame())
+    for finding in findings:
+        form = finding.json_form
+        assert json.loads(finding.json_text) == form
+        assert finding.id == stable_id({key: value for key, value in form.items() if key != "id"})
+        for batches in (None, ["b-0", "b-1"]):
+            key, value = finding_event(finding, "raised", publication, batches)
+            expected = {
+                "event": "raised",
+                "id": finding.id,
+                "check": finding.check,
+                "published": WHEN.isoformat(),
+                "batch": "b-1",
+                "view": "v1",
+                "finding": form,
+            } | ({"batches": batches} if batches else {})
+            assert key == finding.id.encode()
+            assert json.loads(value) == expected
