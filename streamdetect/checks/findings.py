@@ -78,13 +78,10 @@ class _Identified:
     @cached_property
     def json_text(self) -> str:
         """:attr:`json_form` as compact JSON text: the id, then the body's keys sorted (the canonical text
-        the id hashes, reused: a finding event embeds it instead of serialising the body again)."""
-        form = self.json_form
-        canonical = self.__dict__.get("_canonical")
-        if canonical is None:  # a subclass whose to_dict does not go through _identified
-            canonical = canonical_json({key: value for key, value in form.items() if key != "id"})
-        identifier = json.dumps(form["id"])
-        return f'{{"id":{identifier}}}' if canonical == "{}" else f'{{"id":{identifier},{canonical[1:]}'
+        the id hashes, kept by :meth:`_identified`, reused: a finding event embeds it instead of
+        serialising the body again). Every finding's body has fields, so the text opens ``{"id":...,``."""
+        form = self.json_form  # every to_dict goes through _identified, which keeps the canonical text
+        return f'{{"id":{json.dumps(form["id"])},{self.__dict__["_canonical"][1:]}'
 
 
 F = TypeVar("F")

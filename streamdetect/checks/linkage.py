@@ -649,20 +649,17 @@ class LinkageCheck:
             if added.is_empty():
                 return None
         self._append_pairs(state, task.key, added)
-        # The codes merged reaching k pairs (at most k each): counted in numpy, no polars query.
-        codes, counts = np.unique(merged.get_column(identifier).to_numpy(), return_counts=True)
-        full = pl.Series(identifier, codes[counts >= self.k], dtype=merged.schema[identifier])
+        full = self._reaching_k(merged, identifier)
         partial = sets.partial
         if full.len():
             self._saturate(state, sets, identifier, full.to_frame())
             _record(saturated_now, task.key, full)
-            # Partial pairs are of codes below k, so after marking the full codes saturated the mask
+            # Partial pairs are of codes below k, so once the full codes are marked saturated the mask
             # tells which pairs leave the partial sets (a filter, not an anti join).
-            mask = self._mask(state, sets, identifier)
             if not earlier.is_empty():
-                partial = partial.filter(pl.Series(~mask.at(partial.get_column(identifier))))
+                partial = self._drop_saturated(state, sets, identifier, partial)
                 holding.set(full, False)
-            added_partial = added.filter(pl.Series(~mask.at(added.get_column(identifier))))
+            added_partial = self._drop_saturated(state, sets, identifier, added)
         else:
             added_partial = added
         if added_partial.height:
@@ -748,16 +745,16 @@ class LinkageCheck:
         found = self._whole_sets(state, top, candidates.sort(), shared, step=step)
         if found.is_empty():
             return True  # nothing joins there (a view not published yet); tasks under it may join
-        # The codes with k pairs (at most k each) and their pairs, counted in numpy (no polars query).
-        found_codes = found.get_column(identifier).to_numpy()
-        values, counts = np.unique(found_codes, return_counts=True)
-        full = values[counts >= self.k]
-        saturated = found.filter(pl.Series(np.isin(found_codes, full))) if full.size else found.clear()
+        settled = self._reaching_k(found, identifier)
+        saturated = (
+            found.filter(pl.Series(np.isin(found.get_column(identifier).to_numpy(), settled.to_numpy())))
+            if settled.len()
+            else found.clear()
+        )
         added = self._fold(state, top, sets, found, saturated_now)
         if added is not None:
             grown.append(added.get_column(identifier))
         if saturated.height:
-            settled = pl.Series(identifier, full, dtype=found.schema[identifier])
             grown.append(settled)
             for key in lattice.between(top_key, above):
                 between = self._sets(state, key)
@@ -777,6 +774,12 @@ class LinkageCheck:
                         saturated_now=saturated_now,
                     )
         return saturated.height < candidates.len() * self.k
+
+    def _reaching_k(self, pairs: pl.DataFrame, identifier: str) -> pl.Series:
+        """The identifier codes with k pairs in ``pairs`` (at most k each, distinct): counted in numpy,
+        O(pairs log pairs), no polars query (a merge or a probe makes several per update)."""
+        codes, counts = np.unique(pairs.get_column(identifier).to_numpy(), return_counts=True)
+        return pl.Series(identifier, codes[counts >= self.k], dtype=pairs.schema[identifier])
 
     @cached_property
     def _by_key(self) -> dict[TaskKey, LinkageTask]:
