@@ -150,9 +150,9 @@ class LinkageState:
     unlinked: dict[TaskKey, list[pl.Series]] = field(default_factory=dict, compare=False)
     #: Per task, its capped sets split by saturation (:class:`TaskSets`): a cache, not serialized.
     sets: dict[TaskKey, TaskSets] = field(default_factory=dict, compare=False)
-    #: Per (task, changed view, delta size class), the elimination order of its delta joins: recorded once,
-    #: replayed after.
-    plans: dict[tuple[TaskKey, str, int], Plan] = field(default_factory=dict, compare=False)
+    #: Per (task, changed view, delta size class, the other relations' size classes), the elimination order
+    #: of its joins: recorded once, replayed after.
+    plans: dict[tuple[TaskKey, str, int, tuple[int, ...]], Plan] = field(default_factory=dict, compare=False)
     #: Capped relations of kept projections, while the projection is unchanged (a cache).
     caps: KeptCaps = field(default_factory=KeptCaps, compare=False)
     #: Per (view, attributes), the distinct rows present projected, with the view's version: a cache.

@@ -145,3 +145,20 @@ def test_a_state_whose_pieces_were_written_as_arrow_files_restores_the_same() ->
     fresh.apply_changes(pieces)
     older.apply_changes({key: as_file(data) for key, data in pieces.items()})
     assert [f.id for f in check.result(older)] == [f.id for f in check.result(fresh)] != []
+
+
+def test_a_join_plan_is_recorded_anew_once_the_other_relations_grew() -> None:
+    """A plan is kept per size class of the delta *and* of the other relations: an order recorded while
+    the views were small is not replayed once they have grown (it joined whole views first)."""
+    check = _check()
+    state = check.initialize()
+    key = check.tasks[0].key
+    small = [pl.DataFrame({"Job": ["a"] * 10})]
+    grown = [pl.DataFrame({"Job": ["a"] * 1000})]
+    first = LinkageCheck._plan(state, key, "v1", 3, small)
+    first.order.append("Job")
+    assert LinkageCheck._plan(state, key, "v1", 3, small) is first
+    # A neighbouring delta size with the same other relations starts from the recorded order.
+    assert LinkageCheck._plan(state, key, "v1", 4, small).order == ["Job"]
+    # Other relations four times larger or more: recorded anew.
+    assert LinkageCheck._plan(state, key, "v1", 3, grown).order == []
