@@ -49,8 +49,11 @@ def _fresh_copy(path: Path, directory: Path) -> Path:
     return copy
 
 
-def _quantile(samples: Mapping[str, float], histogram: str, fraction: float) -> float | None:
-    """The upper bound of the bucket holding the ``fraction`` quantile (a bound, as Prometheus' buckets give)."""
+def _quantile(samples: Mapping[str, float], histogram: str, fraction: float) -> tuple[float, float] | None:
+    """The ``fraction`` quantile of a histogram's samples: estimated as PromQL's ``histogram_quantile``
+    does (linear within the bucket that holds it, from the bucket below's bound, 0 for the first), and
+    the upper bound of that bucket (what the histogram proves: at least ``fraction`` of the samples are
+    at or under it). None without samples, or when the quantile lies past the last finite bound."""
     prefix = f'{histogram}_bucket{{le="'
     buckets = sorted(
         (float(name[len(prefix) : -2]), count) for name, count in samples.items() if name.startswith(prefix)
@@ -58,10 +61,27 @@ def _quantile(samples: Mapping[str, float], histogram: str, fraction: float) -> 
     total = samples.get(f"{histogram}_count", 0.0)
     if not total:
         return None
+    rank = fraction * total
+    lower, below = 0.0, 0.0
     for bound, count in buckets:
-        if count >= fraction * total:
-            return bound
+        if count >= rank:
+            if bound == float("inf"):
+                return None
+            inside = count - below
+            return (lower + (bound - lower) * (rank - below) / inside if inside else bound), bound
+        lower, below = bound, count
     return None
+
+
+def _quantiles(samples: Mapping[str, float], histogram: str, *fractions: float) -> dict[str, float | None]:
+    """``p50``, ``p99``...: the estimates of :func:`_quantile`, each with its bucket's bound
+    (``p99_le``)."""
+    figures: dict[str, float | None] = {}
+    for fraction in fractions:
+        name = f"p{round(fraction * 100)}"
+        found = _quantile(samples, histogram, fraction)
+        figures[name], figures[f"{name}_le"] = found if found is not None else (None, None)
+    return figures
 
 
 def run_stream(
@@ -187,11 +207,8 @@ class _Run:
             "publish_s": published_s,
             "stream_s": ended - began,
             "rows_per_second": streamed / (ended - began),
-            "detection_latency_s": {
-                "p50": _quantile(samples, "streamdetect_detection_latency_seconds", 0.5),
-                "p99": _quantile(samples, "streamdetect_detection_latency_seconds", 0.99),
-            },
-            "batch_s": {"p99": _quantile(samples, "streamdetect_batch_processing_seconds", 0.99)},
+            "detection_latency_s": _quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
+            "batch_s": _quantiles(samples, "streamdetect_batch_processing_seconds", 0.99),
             "findings": len(findings),
             "same_as_check": set(findings) == expected,
         }

@@ -384,7 +384,13 @@ def stream_command(
     click.echo(
         f"{outcome['rows']:,} rows{loaded} in {outcome['stream_s']:.1f} s: {outcome['rows_per_second']:,.0f} rows/s "
         f"through {outcome['workers']} worker(s), {outcome['partitions']} partition(s); "
-        f"detection latency p50 <= {latency['p50']} s, p99 <= {latency['p99']} s; "
+        f"detection latency p50 {_seconds(latency['p50'])} (<= {latency['p50_le']}), "
+        f"p99 {_seconds(latency['p99'])} (<= {latency['p99_le']}); "
         f"{outcome['findings']:,} open findings, {'the same as' if outcome['same_as_check'] else 'NOT the same as'} "
         "check's"
     )
+
+
+def _seconds(value: float | None) -> str:
+    """A latency estimate for the summary line ("-" when there was none)."""
+    return "-" if value is None else f"{value:.2f} s"
