@@ -60,7 +60,7 @@ class WorkerMetrics:
         )
         self.latency = Histogram(
             "streamdetect_detection_latency_seconds",
-            "From the publication time of the record that raised a finding to the finding produced.",
+            "From the publication time of the record that raised a finding to its event on the findings topic.",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )

@@ -304,9 +304,10 @@ def _one_stage(
             outcomes = service.handle_many(items)
             elapsed = time.perf_counter() - began
             for event, outcome in zip(events, outcomes, strict=True):
-                if metrics is not None:
-                    metrics.record(outcome, elapsed)
                 await out.settle(event, outcome)
+                if metrics is not None:
+                    # Counted once delivered: a finding's latency runs until its event is on the broker.
+                    metrics.record(outcome, elapsed)
             if metrics is not None:
                 metrics.state_size.set(service.state_bytes)
 
@@ -422,12 +423,10 @@ async def _fold_routed(
             )
         began = time.perf_counter()
         outcome = units.handle(event.value, _headers(message), message.partition, message.offset)
+        elapsed = time.perf_counter() - began
     except StateError as refused:
         out.refuse(refused)
         return False
-    if metrics is not None:
-        metrics.folded(outcome, time.perf_counter() - began)
-        metrics.state_size.set(units.state_bytes)
     if message.tp not in app.consumer.assignment():
         # The partition went to another worker while this one folded (a rebalance it was late for):
         # writing now would put a second writer's entries, numbered as the new owner's, in the unit's
@@ -437,6 +436,9 @@ async def _fold_routed(
         log.warning("route partition %d was reassigned while folding: its outcome is dropped", message.partition)
         return True
     await out.settle(event, outcome)
+    if metrics is not None:  # counted once delivered (a dropped fold is the new owner's to count)
+        metrics.folded(outcome, elapsed)
+        metrics.state_size.set(units.state_bytes)
     return True
 
 
@@ -476,12 +478,13 @@ async def _fill_gap(
     for offset, value, headers in missing:
         began = time.perf_counter()
         outcome = units.handle(value, headers, partition, offset)
-        if out.metrics is not None:
-            out.metrics.folded(outcome, time.perf_counter() - began)
+        elapsed = time.perf_counter() - began
         if outcome.dead is not None:
             await out.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
         else:
             await out.deliver(outcome, _At(partition, topic))
+        if out.metrics is not None:
+            out.metrics.folded(outcome, elapsed)
 
 
 def _headers(message: Any) -> list[tuple[str, bytes]]:
