@@ -108,20 +108,32 @@ def finding_event(
     """A findings-topic record: keyed by the finding's stable id; the report-format body, whether it was
     raised or cleared, and the publication (time, batch, view) of the record that raised or cleared it
     (with several records folded together, the last of them; ``batches`` lists them all)."""
-    head: dict[str, Any] = {
-        "event": event,
-        "id": finding.id,
-        "check": finding.check,
-        "published": publication.published.isoformat(),
-        "batch": publication.batch_id,
-        "view": publication.view,
-    }
-    # The finding's own JSON text is spliced in: it was serialised once already, for its id (an update
-    # can raise and clear hundreds of findings, and serialising each body twice showed in profiles).
-    text = json.dumps(head, separators=(",", ":"), default=str)[:-1] + ',"finding":' + finding.json_text
-    if batches:
-        text += ',"batches":' + json.dumps(list(batches), separators=(",", ":"))
-    return finding.id.encode(), (text + "}").encode()
+    return finding_events([finding], event, publication, batches)[0]
+
+
+def finding_events(
+    findings: Sequence[Any], event: str, publication: Publication, batches: Sequence[str] | None = None
+) -> list[tuple[bytes, bytes]]:
+    """:func:`finding_event` of each finding. The text around the finding's id and body is the same for
+    every finding of a check in one update: serialised once per check (an update raises and clears up to a
+    thousand findings), and each finding's own JSON text, the canonical text its id hashed, spliced in."""
+    opening = '{"event":' + json.dumps(event) + ',"id":'
+    closing = "}" if not batches else ',"batches":' + json.dumps(list(batches), separators=(",", ":")) + "}"
+    middles: dict[str, str] = {}
+    records = []
+    for finding in findings:
+        middle = middles.get(finding.check)
+        if middle is None:
+            head = {
+                "check": finding.check,
+                "published": publication.published.isoformat(),
+                "batch": publication.batch_id,
+                "view": publication.view,
+            }
+            middle = middles[finding.check] = "," + json.dumps(head, separators=(",", ":"), default=str)[1:-1]
+        text = opening + json.dumps(finding.id) + middle + ',"finding":' + finding.json_text + closing
+        records.append((finding.id.encode(), text.encode()))
+    return records
 
 
 class DetectorService:
@@ -325,8 +337,8 @@ class DetectorService:
         earliest = min(r.published for r in reads)
         outcome = Outcome(publication=read, raised=tuple(delta.raised), cleared=tuple(delta.cleared), earliest=earliest)
         batches = [r.batch_id for r in reads] if len(reads) > 1 else None
-        outcome.events = [finding_event(f, "cleared", read, batches) for f in delta.cleared]
-        outcome.events += [finding_event(f, "raised", read, batches) for f in delta.raised]
+        outcome.events = finding_events(delta.cleared, "cleared", read, batches)
+        outcome.events += finding_events(delta.raised, "raised", read, batches)
         entries = dict(self.detector.changes())
         _extend(self.segments, entries)
         if self.detector.window is not None or any(r.op == "retract" for r in reads):

@@ -22,6 +22,7 @@ from streamdetect.stream.service import (
     DetectorService,
     Outcome,
     finding_event,
+    finding_events,
     open_findings,
     pack_entries,
     runs,
@@ -360,3 +361,7 @@ def test_a_finding_event_carries_the_findings_json_form_spliced_in_as_its_id_has
             } | ({"batches": batches} if batches else {})
             assert key == finding.id.encode()
             assert json.loads(value) == expected
+    # Several findings (of several checks) at once: the same records.
+    for batches in (None, ["b-0", "b-1"]):
+        events = finding_events(findings, "cleared", publication, batches)
+        assert events == [finding_event(finding, "cleared", publication, batches) for finding in findings]
