@@ -383,7 +383,7 @@ def stream_command(
     loaded = f" after a prefix of {outcome['prefix_rows']:,} rows folded in" if outcome["prefix_rows"] else ""
     click.echo(
         f"{outcome['rows']:,} rows{loaded} in {outcome['stream_s']:.1f} s: {outcome['rows_per_second']:,.0f} rows/s "
-        f"through {outcome['workers']} worker(s), {outcome['partitions']} partition(s); "
+        f"through {outcome['workers']} worker(s), {outcome['partitions']} partition(s){_folded(outcome)}; "
         f"detection latency p50 {_seconds(latency['p50'])} (<= {latency['p50_le']}), "
         f"p99 {_seconds(latency['p99'])} (<= {latency['p99_le']}); "
         f"{outcome['findings']:,} open findings, {'the same as' if outcome['same_as_check'] else 'NOT the same as'} "
@@ -394,3 +394,9 @@ def stream_command(
 def _seconds(value: float | None) -> str:
     """A latency estimate for the summary line ("-" when there was none)."""
     return "-" if value is None else f"{value:.2f} s"
+
+
+def _folded(outcome: dict[str, Any]) -> str:
+    """The workers' own rate, until every row was folded in, when known (one stage)."""
+    rate = outcome.get("folded_rows_per_second")
+    return "" if rate is None else f" ({rate:,.0f} rows/s until every row was folded in)"
