@@ -58,10 +58,6 @@ APPLIED_KEY = "meta/applied"
 #: new snapshot replaces them: the table stays within about twice the state plus this, and a restore
 #: replays at most that much; each byte written is snapshotted at most about once more (amortised O(1)).
 COMPACT_BYTES = 16 << 20
-#: While records wait behind an update (a backlog), a snapshot due is put off until this many times the
-#: bytes it is due at: it lands in an update with none waiting (a BP snapshot, 17 MB, adds about 0.2 s
-#: to its update: a backlog would wait that much more), or at worst once the log has grown this much.
-BUSY_COMPACT_FACTOR = 2
 #: Seconds a folded batch id is remembered (to skip a redelivered record) once a snapshot is taken: Kafka
 #: redelivers what a worker read and did not commit, within minutes; a week is far beyond that.
 REPLAY_RETENTION_S = 7 * 86_400.0
@@ -179,8 +175,6 @@ class DetectorService:
         #: The offset of the last record folded in, when the caller gives offsets (None: unknown).
         self.offset: int | None = None
         self.compact_bytes = compact_bytes
-        #: Whether records wait behind the ones being folded (handle_many's ``busy``).
-        self.busy = False
         #: The table keys this service has (records and snapshot chunks), deleted by the next snapshot.
         self.log_keys: list[str] = []
         #: Bytes of records written since the last snapshot, and the size of that snapshot.
@@ -293,19 +287,11 @@ class DetectorService:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
 
-    def handle_many(self, records: Sequence[Item], *, busy: bool = False) -> list[Outcome]:
+    def handle_many(self, records: Sequence[Item]) -> list[Outcome]:
         """Fold several records (value, headers, view) in as few Detector updates as their order allows
         (:func:`runs`): one outcome per record, in order. A run's outcome (its events, writes, findings)
         is the last record's; the others of the run are ``merged`` into it. A run the Detector refuses
-        whole is folded record by record, so a bad record is a dead letter and the others go in.
-        ``busy``: more records wait behind these; a snapshot due is put off (:data:`BUSY_COMPACT_FACTOR`)."""
-        self.busy = busy
-        try:
-            return self._handle_many(records)
-        finally:
-            self.busy = False
-
-    def _handle_many(self, records: Sequence[Item]) -> list[Outcome]:
+        whole is folded record by record, so a bad record is a dead letter and the others go in."""
         outcomes: list[Outcome] = []
         reads: list[tuple[int, Publication]] = []
         for value, headers, view in records:
@@ -382,10 +368,8 @@ class DetectorService:
         self.since_snapshot += sum(len(piece) for piece in outcome.writes.values())
         self.log_keys += outcome.writes
         self.applied.update(dict.fromkeys((r.batch_id for r in reads), now.timestamp()))
-        if self.compact_bytes is not None:
-            due = max(self.compact_bytes, self.snapshot_bytes) * (BUSY_COMPACT_FACTOR if self.busy else 1)
-            if self.since_snapshot >= due:
-                self._compact(outcome)
+        if self.compact_bytes is not None and self.since_snapshot >= max(self.compact_bytes, self.snapshot_bytes):
+            self._compact(outcome)
         return outcome
 
     def _compact(self, outcome: Outcome) -> None:

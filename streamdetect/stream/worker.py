@@ -330,7 +330,7 @@ def _one_stage(
                     return
             began = time.perf_counter()
             items = [(e.value, list(e.message.headers or ()), topics.get(e.message.topic)) for e in events]
-            outcomes = service.handle_many(items, busy=_waiting(app, events))
+            outcomes = service.handle_many(items)
             elapsed = time.perf_counter() - began
             for event, outcome in zip(events, outcomes, strict=True):
                 await out.settle(event, outcome)
@@ -339,15 +339,6 @@ def _one_stage(
                     metrics.record(outcome, elapsed)
             if metrics is not None:
                 metrics.state_size.set(service.state_bytes)
-
-
-def _waiting(app: faust.App, events: Sequence[faust.EventT[bytes]]) -> bool:
-    """Whether records of the view topics wait behind ``events`` (the consumer's highwater of a partition
-    lies past the last of them read from it): a backlog. False where it is not known yet."""
-    last: dict[Any, int] = {}
-    for event in events:
-        last[event.message.tp] = max(last.get(event.message.tp, -1), event.message.offset)
-    return any((app.consumer.highwater(tp) or 0) > offset + 1 for tp, offset in last.items())
 
 
 def _two_stages(

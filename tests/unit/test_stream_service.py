@@ -15,7 +15,6 @@ from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.service import (
-    BUSY_COMPACT_FACTOR,
     DETECTOR_KEY,
     FINGERPRINT_KEY,
     PIECE_PREFIX,
@@ -366,31 +365,3 @@ def test_a_finding_event_carries_the_findings_json_form_spliced_in_as_its_id_has
     for batches in (None, ["b-0", "b-1"]):
         events = finding_events(findings, "cleared", publication, batches)
         assert events == [finding_event(finding, "cleared", publication, batches) for finding in findings]
-
-
-def test_a_snapshot_due_is_put_off_while_records_wait_and_not_for_ever() -> None:
-    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
-    views = load_views(topology)
-    items = _table1_records(views)
-    busy = DetectorService(topology, compact_bytes=1)
-    busy.restore({})
-    idle = DetectorService(topology, compact_bytes=1)
-    idle.restore({})
-    snapshots = 0
-    put_off = False
-    for item in items:
-        snapshots += bool(busy.handle_many([item], busy=True)[0].deletes)
-        idle.handle_many([item])
-        # A snapshot is due once the records since the last one reach its size; with records waiting,
-        # it waits until they reach twice that.
-        assert idle.since_snapshot < max(idle.snapshot_bytes, 1)
-        assert busy.since_snapshot < BUSY_COMPACT_FACTOR * max(busy.snapshot_bytes, 1)
-        put_off |= busy.since_snapshot >= busy.snapshot_bytes
-        assert [f.id for f in busy.detector.findings()] == [f.id for f in idle.detector.findings()]
-    assert put_off
-    assert snapshots > 0
-    assert not busy.busy
-    # Once nothing waits, a snapshot due is taken at the next record.
-    while busy.since_snapshot < busy.snapshot_bytes:
-        busy.handle_many([(*_record("v1", views["v1"].slice(0, 1), f"more-{busy.written}"), None)], busy=True)
-    assert busy.handle_many([(*_record("v1", views["v1"].slice(0, 1), "idle"), None)])[0].deletes
