@@ -165,6 +165,7 @@ class _Outputs:
         # The aiokafka producer under Faust's: Faust wraps only one-record sends, not the batch builder.
         kafka = producer._ensure_producer()
         batches: dict[tuple[str, int], list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]] = {}
+        partitions: dict[str, list[int]] = {}  # per topic, looked up once per call (not once per record)
         sent = []
         for topic, key, value, given, headers in records:
             name = topic.get_topic_name()
@@ -173,8 +174,10 @@ class _Outputs:
                 if key is None:
                     sent.append(await producer.send(name, key, value, None, None, headers))
                     continue
-                partitions = sorted(await kafka.partitions_for(name))
-                partition = partitions[0] if len(partitions) == 1 else _PARTITIONER(key, partitions, partitions)
+                if name not in partitions:
+                    partitions[name] = sorted(await kafka.partitions_for(name))
+                known = partitions[name]
+                partition = known[0] if len(known) == 1 else _PARTITIONER(key, known, known)
             batches.setdefault((name, partition), []).append((key, value, headers or []))
         for (name, partition), rows in batches.items():
             batch = kafka.create_batch()
