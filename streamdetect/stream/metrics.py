@@ -134,6 +134,12 @@ class WorkerMetrics:
         # Latency runs from the earliest record folded in with this one (an upper bound when several were).
         self.findings(outcome.raised, outcome.cleared, outcome.earliest or publication.published)
 
+    def compacted(self, outcome: Outcome) -> None:
+        """Count a snapshot taken apart from any record (a worker's idle time): its bytes and itself."""
+        self.state_bytes.inc(sum(len(piece) for piece in outcome.writes.values()))
+        if outcome.deletes:
+            self.compactions.inc()
+
     def findings(self, raised: Iterable[Any], cleared: Iterable[Any], published: dt.datetime) -> None:
         """Count a batch's raised and cleared findings, keep the open ones' gauge, observe the latency."""
         now = dt.datetime.now(dt.UTC)

@@ -90,6 +90,7 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     changelog = read_records_keyed(kafka_bootstrap, f"{app_id(topology)}-state-changelog")
     assert any(key.startswith(b"snapshot/") for key, _ in changelog)
     assert any(value is None for _, value in changelog)  # the entries snapshots replaced: deleted
+    assert "state snapshot taken while idle" in workers[-1].output()  # between records, not on their path
     workers.append(Worker(path, kafka_bootstrap, tmp_path, extra=compact))
     feed.send("v2", dan, "v2-dan")  # a replay (same batch id): changes nothing
     feed.send("v2", dan, "v2-dan-withdrawn", op="retract")

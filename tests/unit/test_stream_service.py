@@ -253,6 +253,47 @@ def test_a_long_stream_keeps_a_compacted_table_bounded() -> None:
     assert [f.id for f in again.detector.findings()] == [f.id for f in service.detector.findings()]
 
 
+def test_deferred_snapshots_are_forced_at_twice_the_threshold_and_taken_when_idle() -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    items = _table1_records(views)
+    reference = DetectorService(topology, compact_bytes=None)
+    reference.restore({})
+    service = DetectorService(topology, compact_bytes=1, defer_compaction=True)
+    service.restore({})
+    table: dict[str, bytes] = {}
+    forced = idle = 0
+    for number, item in enumerate(items):
+        reference.handle(*item)
+        outcome = service.handle(*item)
+        threshold = max(1, service.snapshot_bytes)
+        if any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.writes):
+            forced += 1
+            assert service.since_snapshot == 0
+        else:  # a fold leaves up to twice the threshold unsnapshotted, where an inline one would have taken it
+            assert service.since_snapshot < 2 * threshold
+        _stored(table, outcome)
+        if number % 3 == 2 and service.idle_compaction_due():  # the worker's timer, now and then
+            assert service.since_snapshot >= threshold / 2
+            snapshot = service.compact()
+            assert not snapshot.events
+            assert snapshot.publication is None
+            assert snapshot.deletes
+            assert all(key.startswith(SNAPSHOT_PREFIX) for key in snapshot.writes)
+            _stored(table, snapshot)
+            idle += 1
+            assert not service.idle_compaction_due()  # nothing written since
+        # Whichever took the last snapshot, a replacement restored from the table has the same state.
+        again = DetectorService(topology, compact_bytes=1, defer_compaction=True)
+        again.restore(table)
+        assert [f.id for f in again.detector.findings()] == [f.id for f in reference.detector.findings()]
+        assert set(again.applied) == set(reference.applied)
+        assert not set(again.log_keys) ^ set(table)
+        service = again
+    assert forced
+    assert idle
+
+
 def test_a_snapshot_cut_short_or_left_beside_what_it_replaces_restores_the_same_state() -> None:
     topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
     views = load_views(topology)
