@@ -58,7 +58,7 @@ from streamdetect.relational import channel_lattice as lattice
 from streamdetect.relational import small_joins
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.dictionary import CODE, decode, decode_frame
-from streamdetect.relational.linked_values import Plan, SharedWork, cap_per_key, linked_values
+from streamdetect.relational.linked_values import Plan, SharedWork, cap_per_key, in_memory, linked_values
 
 Progress = Callable[[int, int], None]
 #: An update adding at least 1/_BULK of the rows stored is a bulk load: it warms the caches (LinkageCheck.warm).
@@ -494,7 +494,7 @@ class LinkageCheck:
         view's kept projection grows by them (O(batch) plus one hash probe, not a new projection)."""
         key = tuple(keep)
         if key not in delta.projected:
-            fresh = delta.rows.select(keep).drop_nulls().unique()
+            fresh = in_memory(delta.rows.lazy().select(keep).drop_nulls().unique())
             stored = state.projections.get((delta.view, key))
             if delta.before is not None and stored is not None and stored.version == delta.before:
                 if stored.frame.height:
@@ -535,7 +535,7 @@ class LinkageCheck:
             return cached.frame
         rows = seen.present(view)
         assert rows is not None
-        frame = rows.select(keep).drop_nulls().unique()
+        frame = in_memory(rows.lazy().select(keep).drop_nulls().unique())
         state.builds += 1
         state.projections[(view, tuple(keep))] = KeptProjection(version, frame, state.builds)
         return frame
@@ -677,11 +677,11 @@ class LinkageCheck:
             return None  # per code, a superset of as many pairs: the same pairs
         else:
             # Earlier pairs come first, so they survive the dedup and the cap (group heads keep order).
-            merged = (
+            merged = in_memory(
                 pl.concat(
                     [
-                        earlier.with_columns(pl.lit(False).alias(_NEW)),
-                        found.select(*earlier.columns, pl.lit(True).alias(_NEW)),
+                        earlier.lazy().with_columns(pl.lit(False).alias(_NEW)),
+                        found.lazy().select(*earlier.columns, pl.lit(True).alias(_NEW)),
                     ]
                 )
                 .unique([identifier, sensitive], keep="first", maintain_order=True)

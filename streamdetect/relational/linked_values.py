@@ -36,11 +36,22 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+#: A lazy query run by the in-memory engine without optimizations: the eager calls' engine (polars 2.x
+#: collects a lazy query with the streaming engine by default, which costs more per small query).
+_IN_MEMORY: dict[str, object] = {"engine": "in-memory", "optimizations": pl.QueryOptFlags.none()}
+
+
+def in_memory(query: pl.LazyFrame) -> pl.DataFrame:
+    """Run ``query`` as the eager calls would, in one go: a chain of eager calls is a query each, with its
+    fixed cost, which dominates on the few hundred rows of a stream update's frames (measured paired on
+    BP: the elimination's join, projection, dedup and cap as one query, 0.85-0.90x the four calls)."""
+    return query.collect(**_IN_MEMORY)  # type: ignore[call-overload, no-any-return]
+
+
 def cap_per_key(frame: pl.DataFrame, keys: list[str], k: int) -> pl.DataFrame:
     """Distinct rows of ``frame``, at most ``k`` per value of ``keys`` (k overall without keys). O(n)."""
-    if not keys:
-        return frame.unique().head(k)
-    return frame.unique().group_by(keys, maintain_order=False).head(k)
+    query = frame.lazy().unique()
+    return in_memory(query.group_by(keys, maintain_order=False).head(k) if keys else query.head(k))
 
 
 def _join_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -52,6 +63,21 @@ def _join_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
         frame = pending.pop(linked[0] if linked else 0)
         on = [column for column in joined.columns if column in frame.columns]
         joined = small_joins.join(joined, frame, on) if on else joined.join(frame, how="cross")
+    return joined
+
+
+def _join_all_lazy(frames: list[pl.DataFrame]) -> pl.LazyFrame:
+    """:func:`_join_all` as one lazy query (the same order of joins), for frames none of which is large
+    enough for :func:`small_joins.join` to cut down first."""
+    pending = sorted(frames, key=lambda frame: frame.height)
+    first = pending.pop(0)
+    joined, columns = first.lazy(), set(first.columns)
+    while pending:
+        linked = [i for i, frame in enumerate(pending) if set(frame.columns) & columns]
+        frame = pending.pop(linked[0] if linked else 0)
+        on = [column for column in frame.columns if column in columns]
+        joined = joined.join(frame.lazy(), on=on) if on else joined.join(frame.lazy(), how="cross")
+        columns |= set(frame.columns)
     return joined
 
 
@@ -276,6 +302,14 @@ class _Elimination:
         capped = self._sole_holder(keep)
 
         def eliminate() -> pl.DataFrame:
+            if all(frame.height < small_joins.LARGE_ROWS for frame in inputs):
+                # One query for the joins, the projection, the dedup and the cap: each eager call is a
+                # query of its own, with its fixed cost (measured paired: 0.85-0.90x of the four calls).
+                query = _join_all_lazy(inputs).select(keep).unique()
+                if capped:
+                    keys = [c for c in keep if c != self.target]
+                    query = query.group_by(keys).head(self.k) if keys else query.head(self.k)
+                return in_memory(query)
             factor = _join_all(inputs).select(keep).unique()
             return self._cap(factor) if capped else factor
 
@@ -296,7 +330,11 @@ class _Elimination:
     def result(self) -> pl.DataFrame:
         if self.empty:
             return _no_pairs(self.factors.values(), self.source, self.target)
-        joined = _join_all(list(self.factors.values()))
+        factors = list(self.factors.values())
+        if all(frame.height < small_joins.LARGE_ROWS for frame in factors):
+            query = _join_all_lazy(factors).select(self.source, self.target).unique()
+            return in_memory(query.group_by(self.source).head(self.k))
+        joined = _join_all(factors)
         return cap_per_key(joined.select(self.source, self.target), [self.source], self.k)
 
 
