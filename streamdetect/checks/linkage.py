@@ -788,12 +788,13 @@ class LinkageCheck:
         found = self._whole_sets(state, top, candidates.sort(), shared, step=step)
         if found.is_empty():
             return True  # nothing joins there (a view not published yet); tasks under it may join
-        settled = self._reaching_k(found, identifier)
-        saturated = (
-            found.filter(pl.Series(np.isin(found.get_column(identifier).to_numpy(), settled.to_numpy())))
-            if settled.len()
-            else found.clear()
+        # The codes with k pairs and which pairs are theirs, from one count (found has at most k per code).
+        codes, position, counts = np.unique(
+            found.get_column(identifier).to_numpy(), return_inverse=True, return_counts=True
         )
+        full = counts >= self.k
+        settled = pl.Series(identifier, codes[full], dtype=found.schema[identifier])
+        saturated = found.filter(pl.Series(full[position])) if settled.len() else found.clear()
         added = self._fold(state, top, sets, found, saturated_now)
         if added is not None:
             grown.append(added.get_column(identifier))
