@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -32,7 +33,7 @@ from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.routing import Router
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
-from streamdetect.stream.worker import app_id, state_table
+from streamdetect.stream.worker import IDLE_SNAPSHOT_S, app_id, state_table
 from tests.integration.kafka_helpers import Feed, Worker, table1_stream, table1_topology, until
 
 
@@ -90,7 +91,6 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     changelog = read_records_keyed(kafka_bootstrap, f"{app_id(topology)}-state-changelog")
     assert any(key.startswith(b"snapshot/") for key, _ in changelog)
     assert any(value is None for _, value in changelog)  # the entries snapshots replaced: deleted
-    assert "state snapshot taken while idle" in workers[-1].output()  # between records, not on their path
     workers.append(Worker(path, kafka_bootstrap, tmp_path, extra=compact))
     feed.send("v2", dan, "v2-dan")  # a replay (same batch id): changes nothing
     feed.send("v2", dan, "v2-dan-withdrawn", op="retract")
@@ -125,6 +125,35 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     for value in ("Dan", "Flu", "387-399"):
         assert value not in log
         assert value not in scraped
+
+
+def test_a_worker_takes_a_due_snapshot_while_idle(kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]) -> None:
+    """The one-stage worker compacts between records, not on their path (docs/streaming.md, "Compaction"):
+    Table 1's rows sent one at a time, each followed by a pause longer than the worker's idle delay, leave
+    it idle with a snapshot due (half the last snapshot's size written since it), which it takes."""
+    _, _, views, feed = table1_stream(
+        tmp_path, "worker-idle", kafka_bootstrap, workers, worker_args=("--compact-bytes", "1")
+    )
+    worker = workers[-1]
+    sent = 0
+
+    def folded() -> bool:
+        try:
+            samples = worker.metrics()
+        except OSError:  # its metrics endpoint is not up yet
+            return False
+        return sum(v for k, v in samples.items() if k.startswith("streamdetect_rows_consumed_total")) >= sent
+
+    rows = [(name, views[name].slice(position, 1)) for name in ("v1", "v2") for position in range(views[name].height)]
+    for number, (name, row) in enumerate(rows):
+        feed.send(name, row, f"{name}-{number}")
+        sent += 1
+        until(folded, f"record {number} folded in", worker)
+        time.sleep(3 * IDLE_SNAPSHOT_S)  # idle for longer than the delay, and the timer's interval
+        if "state snapshot taken while idle" in worker.output():
+            break
+    assert "state snapshot taken while idle" in worker.output(), worker.output()[-3000:]
+    assert worker.metrics()["streamdetect_state_compactions_total"] >= 2  # the first record's, forced; an idle one
 
 
 def _counts_what_it_read(samples: dict[str, float], views: dict[str, pl.DataFrame], findings: int) -> None:
