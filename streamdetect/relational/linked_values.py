@@ -48,37 +48,52 @@ def in_memory(query: pl.LazyFrame) -> pl.DataFrame:
     return query.collect(**_IN_MEMORY)  # type: ignore[call-overload, no-any-return]
 
 
+def _head_per_key(query: pl.LazyFrame, keys: list[str], k: int) -> pl.LazyFrame:
+    """At most ``k`` rows of ``query`` per value of ``keys`` (k overall without keys)."""
+    return query.group_by(keys).head(k) if keys else query.head(k)
+
+
 def cap_per_key(frame: pl.DataFrame, keys: list[str], k: int) -> pl.DataFrame:
     """Distinct rows of ``frame``, at most ``k`` per value of ``keys`` (k overall without keys). O(n)."""
-    query = frame.lazy().unique()
-    return in_memory(query.group_by(keys, maintain_order=False).head(k) if keys else query.head(k))
+    return in_memory(_head_per_key(frame.lazy().unique(), keys, k))
+
+
+def _join_order(frames: list[pl.DataFrame]) -> list[tuple[pl.DataFrame, list[str]]]:
+    """The order of a natural join of ``frames``: smallest first, then a frame sharing columns with those
+    before it where one does (cross products last); each with the columns it joins on."""
+    pending = sorted(frames, key=lambda frame: frame.height)
+    first = pending.pop(0)
+    order: list[tuple[pl.DataFrame, list[str]]] = [(first, [])]
+    columns = set(first.columns)
+    while pending:
+        linked = [i for i, frame in enumerate(pending) if set(frame.columns) & columns]
+        frame = pending.pop(linked[0] if linked else 0)
+        order.append((frame, [column for column in frame.columns if column in columns]))
+        columns |= set(frame.columns)
+    return order
 
 
 def _join_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Natural join, smallest first, preferring a frame that shares columns (cross products last)."""
-    pending = sorted(frames, key=lambda frame: frame.height)
-    joined = pending.pop(0)
-    while pending:
-        linked = [i for i, frame in enumerate(pending) if set(frame.columns) & set(joined.columns)]
-        frame = pending.pop(linked[0] if linked else 0)
-        on = [column for column in joined.columns if column in frame.columns]
+    """Natural join in :func:`_join_order`, each join of a few rows with a large frame cut down first."""
+    (joined, _), *rest = _join_order(frames)
+    for frame, on in rest:
         joined = small_joins.join(joined, frame, on) if on else joined.join(frame, how="cross")
     return joined
 
 
 def _join_all_lazy(frames: list[pl.DataFrame]) -> pl.LazyFrame:
-    """:func:`_join_all` as one lazy query (the same order of joins), for frames none of which is large
-    enough for :func:`small_joins.join` to cut down first."""
-    pending = sorted(frames, key=lambda frame: frame.height)
-    first = pending.pop(0)
-    joined, columns = first.lazy(), set(first.columns)
-    while pending:
-        linked = [i for i, frame in enumerate(pending) if set(frame.columns) & columns]
-        frame = pending.pop(linked[0] if linked else 0)
-        on = [column for column in frame.columns if column in columns]
+    """:func:`_join_all` as one lazy query, for frames none of which is large enough for
+    :func:`small_joins.join` to cut down first (:func:`_one_query`)."""
+    (first, _), *rest = _join_order(frames)
+    joined = first.lazy()
+    for frame, on in rest:
         joined = joined.join(frame.lazy(), on=on) if on else joined.join(frame.lazy(), how="cross")
-        columns |= set(frame.columns)
     return joined
+
+
+def _one_query(frames: Iterable[pl.DataFrame]) -> bool:
+    """Whether a join of ``frames`` runs as one lazy query: none is large enough to be cut down first."""
+    return all(frame.height < small_joins.LARGE_ROWS for frame in frames)
 
 
 class SharedWork:
@@ -227,8 +242,11 @@ class _Elimination:
 
     def _cap(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Cap the sole holder of T at k values per key: exact for "fewer than k" (module docstring)."""
-        keys = [c for c in frame.columns if c != self.target]
-        return frame.group_by(keys).head(self.k) if keys else frame.head(self.k)
+        return in_memory(self._capped(frame.lazy(), frame.columns))
+
+    def _capped(self, query: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
+        """``query`` (of ``columns``) with at most k values of T per value of the other columns."""
+        return _head_per_key(query, [c for c in columns if c != self.target], self.k)
 
     def _cost(self, holders: list[str]) -> float:
         if len(holders) == 1:
@@ -302,14 +320,11 @@ class _Elimination:
         capped = self._sole_holder(keep)
 
         def eliminate() -> pl.DataFrame:
-            if all(frame.height < small_joins.LARGE_ROWS for frame in inputs):
+            if _one_query(inputs):
                 # One query for the joins, the projection, the dedup and the cap: each eager call is a
                 # query of its own, with its fixed cost (measured paired: 0.85-0.90x of the four calls).
                 query = _join_all_lazy(inputs).select(keep).unique()
-                if capped:
-                    keys = [c for c in keep if c != self.target]
-                    query = query.group_by(keys).head(self.k) if keys else query.head(self.k)
-                return in_memory(query)
+                return in_memory(self._capped(query, keep) if capped else query)
             factor = _join_all(inputs).select(keep).unique()
             return self._cap(factor) if capped else factor
 
@@ -331,9 +346,9 @@ class _Elimination:
         if self.empty:
             return _no_pairs(self.factors.values(), self.source, self.target)
         factors = list(self.factors.values())
-        if all(frame.height < small_joins.LARGE_ROWS for frame in factors):
+        if _one_query(factors):
             query = _join_all_lazy(factors).select(self.source, self.target).unique()
-            return in_memory(query.group_by(self.source).head(self.k))
+            return in_memory(_head_per_key(query, [self.source], self.k))
         joined = _join_all(factors)
         return cap_per_key(joined.select(self.source, self.target), [self.source], self.k)
 

@@ -127,15 +127,13 @@ class WorkerMetrics:
         if outcome.merged:  # folded with a later record of its run, which counts the run's effects
             return
         self.batch_seconds.observe(seconds)
-        written = sum(len(piece) for piece in outcome.writes.values())
-        self.state_bytes.inc(written)
-        if outcome.deletes:
-            self.compactions.inc()
+        self.stored(outcome)
         # Latency runs from the earliest record folded in with this one (an upper bound when several were).
         self.findings(outcome.raised, outcome.cleared, outcome.earliest or publication.published)
 
-    def compacted(self, outcome: Outcome) -> None:
-        """Count a snapshot taken apart from any record (a worker's idle time): its bytes and itself."""
+    def stored(self, outcome: Outcome) -> None:
+        """Count the state entries an outcome wrote, and the snapshot among them (a record's, or one taken
+        apart from any record, in a worker's idle time)."""
         self.state_bytes.inc(sum(len(piece) for piece in outcome.writes.values()))
         if outcome.deletes:
             self.compactions.inc()

@@ -366,7 +366,7 @@ def _one_stage(
             await out.deliver(snapshot, _At(0))
             log.info("state snapshot taken while idle (%d bytes)", service.snapshot_bytes)
             if metrics is not None:
-                metrics.compacted(snapshot)
+                metrics.stored(snapshot)
                 metrics.state_size.set(service.state_bytes)
 
 
