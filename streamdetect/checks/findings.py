@@ -5,8 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar, Union
@@ -31,31 +30,20 @@ def _quote(text: str) -> str:
     return json.encoder.encode_basestring_ascii(text)
 
 
-def _scalar_text(value: Scalar) -> str:
-    """:func:`json_scalar` of ``value`` as :func:`canonical_json` writes it, without building a document
-    (the fast path of :meth:`LinkageFinding._body_text`)."""
-    if value is None or isinstance(value, bool):
-        text = "null" if value is None else ("true" if value else "false")
-    elif isinstance(value, str):
-        text = _quote(value)
-    elif isinstance(value, int):
-        text = int.__repr__(value)
-    elif isinstance(value, float):
-        finite = math.isfinite(value)
-        text = (
-            float.__repr__(value)
-            if finite
-            else ("NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity")
-        )
-    elif isinstance(value, (dt.date, dt.datetime)):
-        text = _quote(value.isoformat())
-    else:
-        text = _quote(str(value))  # canonical_json's default=str
-    return text
+def _json_default(value: object) -> str:
+    """How :func:`canonical_json` writes a value JSON has no type for, once :func:`json_scalar` made dates
+    ISO 8601 strings: dates so, anything else as ``str`` (its ``default``)."""
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return str(value)
 
 
-def _list_text(values: Iterable[Scalar]) -> str:
-    return "[" + ",".join(_scalar_text(value) for value in values) + "]"
+#: :func:`canonical_json` of a document whose scalars are raw (dates, tuples), by the C encoder: the same
+#: text as of the :func:`json_scalar` forms (dates are the only scalars that form changes, and
+#: :func:`_json_default` writes them alike), without building those forms first.
+_raw_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=_json_default, check_circular=False
+).encode
 
 
 def _digest(canonical: str) -> str:
@@ -211,22 +199,23 @@ class LinkageFinding(_Identified):
         return self._identified(body)
 
     def _body_text(self) -> str:
-        """:meth:`to_dict`'s body as :func:`canonical_json` writes it (keys sorted), written directly: five
-        times faster than building the document and serialising it, and a stream update can raise and
-        clear a thousand linkage findings (a property test checks the two texts are equal)."""
-        channel_values = self.channel_values or (self.sensitive_values,)
-        return (
-            f'{{"certain":{"true" if self.certain else "false"}'
-            f',"channel_values":[{",".join(_list_text(values) for values in channel_values)}]'
-            f',"channels":[{",".join(_list_text(channel) for channel in self.channels)}]'
-            f',"check":{_quote(self.check)}'
-            f',"identifier":{{"attribute":{_quote(self.identifier_attribute)}'
-            f',"value":{_scalar_text(self.identifier_value)}}}'
-            f',"joined_on":{_list_text(self.joined_on)}'
-            f',"k":{_scalar_text(self.k)},"level":{self.level}'
-            f',"sensitive":{{"attribute":{_quote(self.sensitive_attribute)}'
-            f',"values":{_list_text(self.sensitive_values)}}}'
-            f',"views":{_list_text(self.views)}}}'
+        """:meth:`to_dict`'s body as :func:`canonical_json` writes it (keys sorted), from the raw fields in
+        one C-encoder call (:data:`_raw_canonical`): no document of JSON scalars built first, and a stream
+        update can raise and clear a thousand linkage findings (a property test checks the two texts are
+        equal). 1.3x faster than the f-string of per-value texts it replaces, 6x than :meth:`to_dict`."""
+        return _raw_canonical(
+            {
+                "certain": self.certain,
+                "channel_values": self.channel_values or (self.sensitive_values,),
+                "channels": self.channels,
+                "check": self.check,
+                "identifier": {"attribute": self.identifier_attribute, "value": self.identifier_value},
+                "joined_on": self.joined_on,
+                "k": self.k,
+                "level": self.level,
+                "sensitive": {"attribute": self.sensitive_attribute, "values": self.sensitive_values},
+                "views": self.views,
+            }
         )
 
 
