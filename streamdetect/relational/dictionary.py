@@ -45,8 +45,15 @@ class ValueIndex:
         known = dictionaries.get(name)
         if known is not None and len(codes) < known.len():
             # One C-level update (a Python loop took 0.1 s per 452,000-value dictionary on first use).
-            codes.update(zip(known.slice(len(codes)).to_list(), range(len(codes), known.len()), strict=True))
+            codes.update(zip(_keys(known.slice(len(codes))), range(len(codes), known.len()), strict=True))
         return codes
+
+
+def _keys(column: pl.Series) -> list[object]:
+    """``column``'s values as the index's keys: temporal values as their integers (days, microseconds),
+    which Python builds and hashes several times faster than date objects (a batch's date column took
+    0.25-0.4 ms per 1,000 values to list); every other value as itself."""
+    return (column.to_physical() if column.dtype.is_temporal() else column).to_list()
 
 
 def encode(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | None = None) -> pl.DataFrame:
@@ -83,18 +90,26 @@ def _joined_codes(column: pl.Series, known: pl.Series) -> pl.Series:
 
 
 def _encode_indexed(dictionaries: Dictionaries, column: pl.Series, codes: dict[object, int]) -> pl.Series:
+    """``column``'s codes looked up in ``codes`` (:meth:`ValueIndex.codes`), its unseen values appended to
+    the dictionary (sorted) first. One lookup pass (``map`` of the dict's ``get``); a second only when a
+    value was unseen."""
     name = column.name
-    values = column.to_list()
-    unseen = {value for value in values if value is not None and value not in codes}
-    if unseen:
-        fresh = pl.Series(name, list(unseen), dtype=column.dtype).sort()
-        known = dictionaries.get(name)
-        dictionaries[name] = fresh if known is None else pl.concat([known, fresh])
-        for position, value in enumerate(fresh.to_list(), start=len(codes)):
-            codes[value] = position
-    elif name not in dictionaries:
+    keys = _keys(column)
+    found = list(map(codes.get, keys))
+    if None in found:  # nulls, or values never seen
+        unseen = {key for key, code in zip(keys, found, strict=True) if code is None and key is not None}
+        if unseen:
+            physical = column.to_physical().dtype if column.dtype.is_temporal() else column.dtype
+            fresh = pl.Series(name, list(unseen), dtype=physical).sort()
+            for position, key in enumerate(fresh.to_list(), start=len(codes)):
+                codes[key] = position
+            fresh = fresh.cast(column.dtype)
+            known = dictionaries.get(name)
+            dictionaries[name] = fresh if known is None else pl.concat([known, fresh])
+            found = list(map(codes.get, keys))
+    if name not in dictionaries:
         dictionaries[name] = column.clear()
-    return pl.Series(name, [None if value is None else codes[value] for value in values], dtype=CODE)
+    return pl.Series(name, found, dtype=CODE)
 
 
 def decode(dictionaries: Dictionaries, attribute: str, codes: Sequence[int]) -> list[object]:
@@ -120,7 +135,7 @@ def lookup(dictionaries: Dictionaries, frame: pl.DataFrame, index: ValueIndex | 
         column = frame.get_column(name)
         if index is not None and index.pays(column, known):
             codes = index.codes(dictionaries, name)
-            columns.append(pl.Series(name, [None if v is None else codes.get(v) for v in column.to_list()], dtype=CODE))
+            columns.append(pl.Series(name, list(map(codes.get, _keys(column))), dtype=CODE))
         else:
             columns.append(_joined_codes(column, known))
     return pl.DataFrame(columns, schema=dict.fromkeys(frame.columns, CODE))
