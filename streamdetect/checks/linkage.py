@@ -494,10 +494,18 @@ class LinkageCheck:
         view's kept projection grows by them (O(batch) plus one hash probe, not a new projection)."""
         key = tuple(keep)
         if key not in delta.projected:
-            fresh = in_memory(delta.rows.lazy().select(keep).drop_nulls().unique())
             stored = state.projections.get((delta.view, key))
-            if delta.before is not None and stored is not None and stored.version == delta.before:
-                if stored.frame.height:
+            growing = delta.before is not None and stored is not None and stored.version == delta.before
+            if growing and keep == delta.rows.columns:
+                # On every attribute of the view the projection is the view's distinct rows present, and
+                # rows that became present were not (a withdrawn row left the projection when it went):
+                # none is shown already, no probe needed (a third of a delta's projections on BP).
+                fresh = delta.rows.drop_nulls()
+            else:
+                fresh = in_memory(delta.rows.lazy().select(keep).drop_nulls().unique())
+            if growing:
+                assert stored is not None
+                if stored.frame.height and keep != delta.rows.columns:
                     # Probe the stored rows with the few fresh ones (a semi join builds its table on the
                     # small side): 3x faster at 452,000 rows than an anti join hashing the stored side.
                     shown = small_joins.join(stored.frame, fresh, keep, "semi")
