@@ -511,6 +511,7 @@ class LinkageCheck:
                     shown = small_joins.join(stored.frame, fresh, keep, "semi")
                     fresh = fresh.join(shown, on=keep, how="anti") if shown.height else fresh
                 grown = _appended(stored.frame, fresh)
+                state.caps.grown(stored.frame, grown, fresh)
                 version = self._version(state, delta.view)
                 state.projections[(delta.view, key)] = KeptProjection(version, grown, stored.build)
             delta.projected[key] = fresh

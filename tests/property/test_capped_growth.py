@@ -1,0 +1,73 @@
+"""A capped relation carried forward as its frame grows is a capped form of the grown frame: at most k
+rows per key, all of a key's rows when it has fewer than k, every row one of the frame's."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamdetect.relational.linked_values import KeptCaps, cap_grown, cap_per_key
+
+SCHEMA = {"A": pl.UInt32, "B": pl.UInt32, "T": pl.UInt32}
+
+
+@st.composite
+def growth(draw: st.DrawFn) -> tuple[pl.DataFrame, list[pl.DataFrame], list[str], int]:
+    """Distinct rows over few values (keys repeat), split into a first frame and appended batches."""
+    columns = draw(st.sampled_from([["A", "T"], ["A", "B", "T"], ["T"]]))
+    cell = st.integers(0, 3)
+    rows = draw(st.lists(st.tuples(*[cell for _ in columns]), unique=True, max_size=40))
+    cuts = sorted(draw(st.lists(st.integers(0, len(rows)), max_size=4)))
+    parts = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    frames = [pl.DataFrame(part, schema={c: SCHEMA[c] for c in columns}, orient="row") for part in parts]
+    return frames[0], frames[1:], columns, draw(st.integers(1, 4))
+
+
+def _assert_capped(capped: pl.DataFrame, frame: pl.DataFrame, target: str, k: int) -> None:
+    keys = [c for c in frame.columns if c != target]
+    rows = set(frame.rows())
+    assert capped.columns == frame.columns
+    assert capped.height == capped.unique().height  # distinct
+    assert set(capped.rows()) <= rows
+    have = Counter(tuple(row[i] for i, c in enumerate(frame.columns) if c in keys) for row in capped.rows())
+    total = Counter(tuple(row[i] for i, c in enumerate(frame.columns) if c in keys) for row in rows)
+    for key, count in total.items():
+        assert have[key] == min(k, count), (key, have[key], count)
+
+
+@settings(max_examples=300, deadline=None)
+@given(growth())
+def test_a_cap_carried_through_appends_caps_the_grown_frame(
+    case: tuple[pl.DataFrame, list[pl.DataFrame], list[str], int],
+) -> None:
+    first, appended, columns, k = case
+    keys = [c for c in columns if c != "T"]
+    frame = first
+    capped = cap_per_key(first, keys, k)
+    for fresh in appended:
+        frame = pl.concat([frame, fresh])
+        capped = cap_grown(capped, fresh, "T", k)
+        _assert_capped(capped, frame, "T", k)
+
+
+def test_kept_caps_follow_a_grown_frame() -> None:
+    kept = KeptCaps()
+    old = pl.DataFrame({"A": [0, 0, 1], "T": [1, 2, 1]}, schema={"A": pl.UInt32, "T": pl.UInt32})
+    kept.put(old, "T", 2, cap_per_key(old, ["A"], 2))
+    fresh = pl.DataFrame({"A": [0, 1, 2], "T": [3, 2, 1]}, schema={"A": pl.UInt32, "T": pl.UInt32})
+    new = pl.concat([old, fresh])
+    kept.grown(old, new, fresh)
+    # Grown again before anyone asked: both batches of rows are carried.
+    more = pl.DataFrame({"A": [2, 3], "T": [2, 1]}, schema={"A": pl.UInt32, "T": pl.UInt32})
+    newest = pl.concat([new, more])
+    kept.grown(new, newest, more)
+    carried = kept.get(newest, "T", 2)
+    assert carried is not None
+    _assert_capped(carried, newest, "T", 2)
+    # A's value 0 had its two values already: the fresh row of it is left out.
+    assert (0, 3) not in set(carried.rows())
+    assert kept.get(newest, "T", 3) is None  # only the caps that were kept are carried
+    assert kept.get(newest, "T", 2) is carried  # carried once, then kept
