@@ -496,7 +496,8 @@ class LinkageCheck:
         if key not in delta.projected:
             stored = state.projections.get((delta.view, key))
             growing = delta.before is not None and stored is not None and stored.version == delta.before
-            if growing and keep == delta.rows.columns:
+            whole = keep == delta.rows.columns  # every attribute of the view
+            if growing and whole:
                 # On every attribute of the view the projection is the view's distinct rows present, and
                 # rows that became present were not (a withdrawn row left the projection when it went):
                 # none is shown already, no probe needed (a third of a delta's projections on BP).
@@ -505,7 +506,7 @@ class LinkageCheck:
                 fresh = in_memory(delta.rows.lazy().select(keep).drop_nulls().unique())
             if growing:
                 assert stored is not None
-                if stored.frame.height and keep != delta.rows.columns:
+                if stored.frame.height and not whole:
                     # Probe the stored rows with the few fresh ones (a semi join builds its table on the
                     # small side): 3x faster at 452,000 rows than an anti join hashing the stored side.
                     shown = small_joins.join(stored.frame, fresh, keep, "semi")

@@ -33,11 +33,9 @@ import polars as pl
 from streamdetect.relational import small_joins
 
 K = TypeVar("K")
+V = TypeVar("V")
 #: A flag column marking a grown frame's new rows among the capped ones (a name no attribute can have).
 _FRESH = "\0fresh"
-#: Chunks a grown capped form may have before it is made contiguous again.
-_MAX_CHUNKS = 16
-V = TypeVar("V")
 
 
 #: A lazy query run by the in-memory engine without optimizations: the eager calls' engine (polars 2.x
@@ -194,7 +192,7 @@ class KeptCaps:
             return None
         del self._pending[key]
         capped, appended = pending[1]
-        result = cap_grown(capped, appended[0] if len(appended) == 1 else pl.concat(appended), target, k)
+        result = cap_grown(capped, pl.concat(appended), target, k)
         self.put(frame, target, k, result)
         return result
 
