@@ -26,17 +26,23 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import polars as pl
 
-from streamdetect.relational import small_joins
+from streamdetect.relational import code_arrays, small_joins
+from streamdetect.relational.code_arrays import CodeRelation
 
 K = TypeVar("K")
+R = TypeVar("R")
 V = TypeVar("V")
 #: A flag column marking a grown frame's new rows among the capped ones (a name no attribute can have).
 _FRESH = "\0fresh"
 
+
+#: An elimination run whose smallest relation has at most this many rows runs in numpy (code_arrays): a
+#: micro-batch's runs, whose polars queries cost more by their fixed cost than by their rows.
+CODE_ARRAYS_ROWS = 2_000
 
 #: A lazy query run by the in-memory engine without optimizations: the eager calls' engine (polars 2.x
 #: collects a lazy query with the streaming engine by default, which costs more per small query).
@@ -106,22 +112,41 @@ class SharedWork:
     """
 
     def __init__(self, kept: KeptCaps | None = None) -> None:
-        self._alive: dict[int, pl.DataFrame] = {}
+        self._alive: dict[int, object] = {}
+        # Frames as code relations (numpy), both ways: a frame's relation is made once per batch.
+        self._codes: dict[int, CodeRelation] = {}
+        self._frames: dict[int, pl.DataFrame] = {}
         self.distinct: dict[tuple[object, ...], int] = {}
-        self.results: dict[tuple[object, ...], pl.DataFrame] = {}
+        self.results: dict[tuple[object, ...], Any] = {}
         self._subsets: dict[tuple[int, str], list[tuple[pl.Series, pl.DataFrame]]] = {}
         self.kept = kept
 
-    def identity(self, frame: pl.DataFrame) -> int:
+    def identity(self, frame: object) -> int:
         self._alive[id(frame)] = frame
         return id(frame)
 
-    def remember(self, key: tuple[object, ...], compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    def codes(self, frame: pl.DataFrame) -> CodeRelation:
+        """``frame`` as a relation of codes, the same object for the same frame in the batch (so the
+        eliminations of tasks sharing the frame share their results)."""
+        key = self.identity(frame)
+        relation = self._codes.get(key)
+        if relation is None:
+            relation = CodeRelation.from_frame(frame) if self.kept is None else self.kept.codes(frame)
+            self._codes[key] = relation
+            self._frames[self.identity(relation)] = frame
+        return relation
+
+    def frame_of(self, relation: CodeRelation) -> pl.DataFrame | None:
+        """The frame a relation of codes was made from (:meth:`codes`), or None for one made in a run."""
+        return self._frames.get(id(relation))
+
+    def remember(self, key: tuple[object, ...], compute: Callable[[], R]) -> R:
         if key not in self.results:
             result = compute()
             self.identity(result)
             self.results[key] = result
-        return self.results[key]
+        found: R = self.results[key]
+        return found
 
     def subset(
         self, frame: pl.DataFrame, kind: str, selector: pl.Series, compute: Callable[[], pl.DataFrame]
@@ -167,6 +192,22 @@ class KeptCaps:
             tuple[int, str, int], tuple[weakref.ref[pl.DataFrame], tuple[pl.DataFrame, list[pl.DataFrame]]]
         ] = {}
         self._distinct: dict[tuple[int, tuple[str, ...]], tuple[weakref.ref[pl.DataFrame], int]] = {}
+        self._codes: dict[int, tuple[weakref.ref[pl.DataFrame], CodeRelation]] = {}
+        self._codes_swept = 64
+
+    def codes(self, frame: pl.DataFrame) -> CodeRelation:
+        """``frame`` as a relation of codes, made once while the frame lives (a stored projection's
+        columns are copied out of their chunks once, not by every batch that reads them)."""
+        entry = self._codes.get(id(frame))
+        if entry is not None and entry[0]() is frame:
+            return entry[1]
+        if len(self._codes) >= self._codes_swept:
+            # Swept as it doubles (most frames converted live for one batch): amortised O(1) per entry.
+            self._codes = _alive(self._codes)
+            self._codes_swept = max(2 * len(self._codes), 64)
+        relation = CodeRelation.from_frame(frame)
+        self._codes[id(frame)] = (weakref.ref(frame), relation)
+        return relation
 
     def distinct(self, frame: pl.DataFrame, on: tuple[str, ...]) -> int:
         """The number of distinct values of ``on`` in ``frame``, counted once while the frame lives (the
@@ -279,8 +320,22 @@ class Plan:
     order: list[str] = field(default_factory=list)
 
 
-class _Elimination:
-    """The factors of one elimination run."""
+class _Factor(Protocol):
+    """What an elimination run reads of a factor: a polars frame, or a relation of codes in numpy."""
+
+    @property
+    def columns(self) -> list[str]: ...
+    @property
+    def height(self) -> int: ...
+    def is_empty(self) -> bool: ...
+
+
+F = TypeVar("F", bound=_Factor)
+
+
+class _Elimination(Generic[F]):
+    """The factors of one elimination run; the joins, dedups and caps are the subclasses' (polars frames,
+    or numpy arrays of codes for runs that start small)."""
 
     def __init__(
         self,
@@ -293,31 +348,48 @@ class _Elimination:
         plan: Plan | None = None,
     ) -> None:
         self.source, self.target, self.k = source, target, k
+        self.relations = relations
         self.shared = shared
         self.plan = plan
         self.position = 0
-        self.factors: dict[str, pl.DataFrame] = dict(relations)
+        self.factors: dict[str, F] = {}
         # A join of relations that lost every attribute is a constant: true when non-empty.
         self.empty = False
         self.created = 0
         # Factors never change until eliminated, and their names are unique: a cost stays valid.
         self.costs: dict[tuple[str, ...], float] = {}
-        for name in list(self.factors):
-            frame = self.factors[name]
-            if self._sole_holder(frame.columns, exclude=name):
-                self.factors[name] = shared.capped(frame, self.target, k, partial(self._cap, frame))
+        holders = [name for name, frame in relations.items() if target in frame.columns]
+        for name, frame in relations.items():
+            # The sole holder of T, capped at k values per key: exact for "fewer than k" (module
+            # docstring). Kept across batches while the frame stays the same (a stored projection).
+            capped = (
+                shared.capped(frame, target, k, partial(_cap_holder, frame, target, k)) if holders == [name] else None
+            )
+            self.factors[name] = self._admit(frame if capped is None else capped)
 
-    def _sole_holder(self, columns: list[str], exclude: str | None = None) -> bool:
-        others = [name for name, f in self.factors.items() if name != exclude and self.target in f.columns]
+    def _admit(self, frame: pl.DataFrame) -> F:
+        """An input relation as a factor of this run."""
+        raise NotImplementedError
+
+    def _count(self, name: str, on: tuple[str, ...]) -> int:
+        """The distinct values of ``on`` in a factor."""
+        raise NotImplementedError
+
+    def _eliminate(self, inputs: list[F], keep: list[str], capped: bool) -> F:
+        """The join of ``inputs`` projected on ``keep``, distinct, capped at k values of T per key when
+        ``capped``."""
+        raise NotImplementedError
+
+    def _join_is_empty(self, inputs: list[F]) -> bool:
+        raise NotImplementedError
+
+    def _pairs(self, factors: list[F]) -> pl.DataFrame:
+        """The join of ``factors`` projected on (E, T), capped at k values of T per E value."""
+        raise NotImplementedError
+
+    def _sole_holder(self, columns: list[str]) -> bool:
+        others = [name for name, f in self.factors.items() if self.target in f.columns]
         return self.target in columns and not others
-
-    def _cap(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Cap the sole holder of T at k values per key: exact for "fewer than k" (module docstring)."""
-        return in_memory(self._capped(frame.lazy(), frame.columns))
-
-    def _capped(self, query: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
-        """``query`` (of ``columns``) with at most k values of T per value of the other columns."""
-        return _head_per_key(query, [c for c in columns if c != self.target], self.k)
 
     def _cost(self, holders: list[str]) -> float:
         if len(holders) == 1:
@@ -331,14 +403,7 @@ class _Elimination:
         frame = self.factors[name]
         key = (self.shared.identity(frame), *on)
         if key not in self.shared.distinct:
-            if set(on) == set(frame.columns):
-                count = frame.height
-            elif self.shared.kept is not None:
-                # A stored view's frame stays the same object across batches: count its values once.
-                count = self.shared.kept.distinct(frame, on)
-            else:
-                count = frame.select(on).n_unique()
-            self.shared.distinct[key] = count
+            self.shared.distinct[key] = frame.height if set(on) == set(frame.columns) else self._count(name, on)
         return self.shared.distinct[key]
 
     def _measure(self, holders: list[str]) -> float:
@@ -390,21 +455,12 @@ class _Elimination:
         keep = [c for c in joined_columns if c != variable and (c in (self.source, self.target) or c in rest)]
         capped = self._sole_holder(keep)
 
-        def eliminate() -> pl.DataFrame:
-            if _one_query(inputs):
-                # One query for the joins, the projection, the dedup and the cap: each eager call is a
-                # query of its own, with its fixed cost (measured paired: 0.85-0.90x of the four calls).
-                query = _join_all_lazy(inputs).select(keep).unique()
-                return in_memory(self._capped(query, keep) if capped else query)
-            factor = _join_all(inputs).select(keep).unique()
-            return self._cap(factor) if capped else factor
-
         key = ("eliminate", variable, *sorted(self.shared.identity(f) for f in inputs), *keep, capped, self.k)
         if not keep:  # a component apart from E and T: it only matters whether its join is empty
-            self.empty |= _join_all(inputs).is_empty()
+            self.empty |= self._join_is_empty(inputs)
             return not self.empty
         self.created += 1
-        factor = self.shared.remember(key, eliminate)
+        factor = self.shared.remember(key, partial(self._eliminate, inputs, keep, capped))
         self.factors[f"\0{self.created}"] = factor
         if factor.is_empty():
             # The join is empty whatever the other factors hold: stop (about half the runs of a stream
@@ -415,13 +471,94 @@ class _Elimination:
 
     def result(self) -> pl.DataFrame:
         if self.empty:
-            return _no_pairs(self.factors.values(), self.source, self.target)
-        factors = list(self.factors.values())
-        if _one_query(factors):
-            query = _join_all_lazy(factors).select(self.source, self.target).unique()
-            return in_memory(_head_per_key(query, [self.source], self.k))
-        joined = _join_all(factors)
-        return cap_per_key(joined.select(self.source, self.target), [self.source], self.k)
+            return _no_pairs(self.relations.values(), self.source, self.target)
+        return self._pairs(list(self.factors.values()))
+
+
+def _cap_holder(frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame:
+    """``frame`` with at most k values of ``target`` per value of its other columns."""
+    return in_memory(_head_per_key(frame.lazy(), [c for c in frame.columns if c != target], k))
+
+
+def _eliminate_frames(inputs: list[pl.DataFrame], keep: list[str], target: str, k: int | None) -> pl.DataFrame:
+    """The join of ``inputs`` projected on ``keep``, distinct, with at most ``k`` values of ``target`` per
+    key when ``k`` is given, in polars."""
+    if _one_query(inputs):
+        # One query for the joins, the projection, the dedup and the cap: each eager call is a
+        # query of its own, with its fixed cost (measured paired: 0.85-0.90x of the four calls).
+        query = _join_all_lazy(inputs).select(keep).unique()
+        return in_memory(query if k is None else _head_per_key(query, [c for c in keep if c != target], k))
+    factor = _join_all(inputs).select(keep).unique()
+    return factor if k is None else _cap_holder(factor, target, k)
+
+
+def _pairs_of_frames(factors: list[pl.DataFrame], source: str, target: str, k: int) -> pl.DataFrame:
+    """The join of ``factors`` projected on (source, target), distinct, at most k targets per source."""
+    if _one_query(factors):
+        query = _join_all_lazy(factors).select(source, target).unique()
+        return in_memory(_head_per_key(query, [source], k))
+    return cap_per_key(_join_all(factors).select(source, target), [source], k)
+
+
+class _FrameElimination(_Elimination[pl.DataFrame]):
+    """An elimination run over polars frames."""
+
+    def _admit(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame
+
+    def _count(self, name: str, on: tuple[str, ...]) -> int:
+        frame = self.factors[name]
+        if self.shared.kept is not None:
+            # A stored view's frame stays the same object across batches: count its values once.
+            return self.shared.kept.distinct(frame, on)
+        return int(frame.select(on).n_unique())
+
+    def _eliminate(self, inputs: list[pl.DataFrame], keep: list[str], capped: bool) -> pl.DataFrame:
+        return _eliminate_frames(inputs, keep, self.target, self.k if capped else None)
+
+    def _join_is_empty(self, inputs: list[pl.DataFrame]) -> bool:
+        return _join_all(inputs).is_empty()
+
+    def _pairs(self, factors: list[pl.DataFrame]) -> pl.DataFrame:
+        return _pairs_of_frames(factors, self.source, self.target, self.k)
+
+
+class _CodeElimination(_Elimination[CodeRelation]):
+    """An elimination run over relations of codes in numpy (:mod:`code_arrays`): the same joins, dedups
+    and caps without polars' fixed cost per query, for runs that start from a few rows."""
+
+    def _admit(self, frame: pl.DataFrame) -> CodeRelation:
+        return self.shared.codes(frame)
+
+    def _count(self, name: str, on: tuple[str, ...]) -> int:
+        relation = self.factors[name]
+        frame = self.shared.frame_of(relation)
+        if frame is not None and self.shared.kept is not None:
+            # An input's count is kept with its frame across batches (a stored projection's).
+            return self.shared.kept.distinct(frame, on)
+        return relation.n_unique(on)
+
+    def _eliminate(self, inputs: list[CodeRelation], keep: list[str], capped: bool) -> CodeRelation:
+        if min(relation.height for relation in inputs) > CODE_ARRAYS_ROWS:
+            # A step joining only large relations (a cycle's stored views, or what a delta became after
+            # meeting them) goes faster by polars' hash joins than by sorting.
+            frames = [self._frame(relation) for relation in inputs]
+            return self.shared.codes(_eliminate_frames(frames, keep, self.target, self.k if capped else None))
+        factor = code_arrays.unique(code_arrays.join_all(inputs).select(keep))
+        return code_arrays.head_per_key(factor, [c for c in keep if c != self.target], self.k) if capped else factor
+
+    def _frame(self, relation: CodeRelation) -> pl.DataFrame:
+        frame = self.shared.frame_of(relation)
+        return relation.to_frame() if frame is None else frame
+
+    def _join_is_empty(self, inputs: list[CodeRelation]) -> bool:
+        return code_arrays.join_all(inputs).is_empty()
+
+    def _pairs(self, factors: list[CodeRelation]) -> pl.DataFrame:
+        if min(relation.height for relation in factors) > CODE_ARRAYS_ROWS:
+            return _pairs_of_frames([self._frame(relation) for relation in factors], self.source, self.target, self.k)
+        pairs = code_arrays.unique(code_arrays.join_all(factors).select([self.source, self.target]))
+        return code_arrays.head_per_key(pairs, [self.source], self.k).to_frame()
 
 
 def _no_pairs(frames: Iterable[pl.DataFrame], source: str, target: str) -> pl.DataFrame:
@@ -451,7 +588,11 @@ def linked_values(
     """
     if any(frame.is_empty() for frame in relations.values()):
         return _no_pairs(relations.values(), source, target)
-    elimination = _Elimination(relations, source, target, k, shared if shared is not None else SharedWork(), plan=plan)
+    shared = shared if shared is not None else SharedWork()
+    frames = relations.values()
+    small = min(frame.height for frame in frames) <= CODE_ARRAYS_ROWS
+    kind = _CodeElimination if small and all(code_arrays.codes_only(frame) for frame in frames) else _FrameElimination
+    elimination: _Elimination[Any] = kind(relations, source, target, k, shared, plan=plan)
     while elimination.step():
         pass
     return elimination.result()
