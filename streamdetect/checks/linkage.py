@@ -55,8 +55,9 @@ from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, P
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational import channel_lattice as lattice
-from streamdetect.relational import small_joins
+from streamdetect.relational import code_arrays
 from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import CODE, decode, decode_frame
 from streamdetect.relational.linked_values import Plan, SharedWork, cap_per_key, in_memory, linked_values
 
@@ -506,11 +507,11 @@ class LinkageCheck:
                 fresh = in_memory(delta.rows.lazy().select(keep).drop_nulls().unique())
             if growing:
                 assert stored is not None
-                if stored.frame.height and not whole:
-                    # Probe the stored rows with the few fresh ones (a semi join builds its table on the
-                    # small side): 3x faster at 452,000 rows than an anti join hashing the stored side.
-                    shown = small_joins.join(stored.frame, fresh, keep, "semi")
-                    fresh = fresh.join(shown, on=keep, how="anti") if shown.height else fresh
+                if stored.frame.height and not whole and fresh.height:
+                    # The fresh rows the stored projection shows already, in numpy over the codes (its
+                    # arrays kept while it lives): 0.2 ms where polars' semi and anti joins took 0.9.
+                    shown = code_arrays.shown(CodeRelation.from_frame(fresh), state.caps.codes(stored.frame), keep)
+                    fresh = fresh.filter(pl.Series(~shown)) if shown.any() else fresh
                 grown = _appended(stored.frame, fresh)
                 state.caps.grown(stored.frame, grown, fresh)
                 version = self._version(state, delta.view)

@@ -129,3 +129,11 @@ def test_linked_values_of_every_engine_equal_brute_force(
     for e, values in truth.items():
         # Exact below k; k of the true values otherwise.
         assert found[e] == values if len(values) < k else (len(found[e]) == k and found[e] <= values)
+
+
+@SETTINGS
+@given(frame(("A", "B", "C"), 12), frame(("A", "B", "D"), 60), st.sampled_from([["A"], ["B"], ["A", "B"]]))
+def test_shown_is_the_semi_join(rows: pl.DataFrame, large: pl.DataFrame, on: list[str]) -> None:
+    mask = code_arrays.shown(CodeRelation.from_frame(rows), CodeRelation.from_frame(large), on)
+    partners = set(large.select(on).rows())
+    assert mask.tolist() == [row in partners for row in rows.select(on).rows()]
