@@ -168,8 +168,8 @@ def shown(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> npt.NDA
 
 def join(left: CodeRelation, right: CodeRelation, on: Sequence[str]) -> CodeRelation:
     """The natural join on ``on`` (a cross product without): ``left``'s columns, then ``right``'s others.
-    The larger side is first cut to the rows whose value in one key column the smaller side has, then
-    the join is by sorting. O(|larger| + m log m + output), m the rows left."""
+    The larger side is first cut to rows whose key codes the smaller side shows (:func:`_rows_with_values`),
+    then the join is by sorting. O(|larger| + m log m + output), m the rows left."""
     extra = [c for c in right.columns if c not in left.columns]
     if not on:
         left_rows = np.repeat(np.arange(left.height), right.height)
