@@ -49,6 +49,7 @@ from streamdetect.checks.linkage_state import (
     TaskKey,
     TaskSets,
     Unsaturated,
+    rows_where,
     where,
 )
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
@@ -511,7 +512,7 @@ class LinkageCheck:
                     # The fresh rows the stored projection shows already, in numpy over the codes (its
                     # arrays kept while it lives): 0.2 ms where polars' semi and anti joins took 0.9.
                     shown = code_arrays.shown(CodeRelation.from_frame(fresh), state.caps.codes(stored.frame), keep)
-                    fresh = fresh.filter(pl.Series(~shown)) if shown.any() else fresh
+                    fresh = rows_where(fresh, ~shown)
                 grown = _appended(stored.frame, fresh)
                 state.caps.grown(stored.frame, grown, fresh)
                 version = self._version(state, delta.view)
@@ -679,7 +680,7 @@ class LinkageCheck:
             # indexing, one polars filter; a semi join was three queries).
             wanted = np.zeros(holding.size, dtype=np.bool_)
             wanted[found_codes.to_numpy()] = True
-            earlier = sets.partial.filter(pl.Series(wanted[sets.partial.get_column(identifier).to_numpy()]))
+            earlier = rows_where(sets.partial, wanted[sets.partial.get_column(identifier).to_numpy()])
         else:
             earlier = sets.partial.clear()
         if earlier.is_empty():
@@ -805,7 +806,7 @@ class LinkageCheck:
         )
         full = counts >= self.k
         settled = pl.Series(identifier, codes[full], dtype=found.schema[identifier])
-        saturated = found.filter(pl.Series(full[position])) if settled.len() else found.clear()
+        saturated = rows_where(found, full[position]) if settled.len() else found.clear()
         added = self._fold(state, top, sets, found, saturated_now)
         if added is not None:
             grown.append(added.get_column(identifier))
@@ -1002,7 +1003,7 @@ class LinkageCheck:
         """``frame``'s rows whose identifier code is not saturated, by the mask: O(rows), no hash table.
         ``frame`` itself when none is (the same object, so tasks of one batch share its joins)."""
         saturated = self._mask(state, sets, identifier).at(frame.get_column(identifier))
-        return frame.filter(pl.Series(~saturated)) if saturated.any() else frame
+        return rows_where(frame, ~saturated)
 
     def _unsaturated(
         self,

@@ -102,7 +102,23 @@ class CodeFlags:
 
 def where(codes: pl.Series, flags: Flags) -> pl.Series:
     """``codes`` whose flag in ``flags`` (indexed by code) is true."""
-    return codes.filter(pl.Series(flags[codes.to_numpy()]))
+    picked = codes.to_numpy()
+    return pl.Series(codes.name, picked[flags[picked]], dtype=codes.dtype)
+
+
+#: Up to this many rows a frame's rows are picked by a gather of their positions, above by a filter.
+_GATHER_ROWS = 5_000
+
+
+def rows_where(frame: pl.DataFrame, mask: Flags) -> pl.DataFrame:
+    """``frame``'s rows where ``mask`` (one flag per row) is true. A gather of the positions on frames of a
+    few thousand rows (40-80 us here, where a filter is a query of 110-170 us); a filter above, where it
+    is faster. ``frame`` itself when every flag is true."""
+    if mask.all():
+        return frame
+    if frame.height <= _GATHER_ROWS:
+        return frame[np.flatnonzero(mask)]
+    return frame.filter(pl.Series(mask))
 
 
 @dataclass
