@@ -67,8 +67,6 @@ Progress = Callable[[int, int], None]
 _BULK = 4
 #: Chunks an append-only frame (linked set, projection) may have before it is made contiguous again.
 _MAX_CHUNKS = 16
-#: A flag column marking a delta's pairs among earlier ones (a name no attribute can have).
-_NEW = "\0new"
 #: A task whose step adds to several of its views computes the whole sets of the codes it can change
 #: (live ones, or unsaturated ones) instead of one delta join per view, when they are at most this many.
 _FEW_CODES = 64
@@ -691,7 +689,7 @@ class LinkageCheck:
         added, whose identifier column holds the codes whose set grew (None when none did). ``whole``:
         ``found`` holds the whole capped sets of its codes (each a superset of the code's partial pairs,
         or k pairs), so as many pairs as the partial ones means nothing grew (no merge needed)."""
-        identifier, sensitive = task.identifier, task.sensitive
+        identifier = task.identifier
         if sets is None:
             state.linked[task.key] = found  # the task's first pairs, already at most k per code
             state.journal.setdefault(task.key, []).append(found)
@@ -715,21 +713,16 @@ class LinkageCheck:
         elif whole and found.height == earlier.height:
             return None  # per code, a superset of as many pairs: the same pairs
         else:
-            # Earlier pairs come first, so they survive the dedup and the cap (group heads keep order).
-            merged = in_memory(
-                pl.concat(
-                    [
-                        earlier.lazy().with_columns(pl.lit(False).alias(_NEW)),
-                        found.lazy().select(*earlier.columns, pl.lit(True).alias(_NEW)),
-                    ]
-                )
-                .unique([identifier, sensitive], keep="first", maintain_order=True)
-                .group_by(identifier, maintain_order=True)
-                .head(self.k)
+            # Earlier pairs come first, so they keep their places; a found pair already there is dropped,
+            # and a code takes found pairs up to k (in numpy: the polars query cost 0.6 ms here).
+            pairs = found.select(earlier.columns)
+            picked = code_arrays.fresh_heads(
+                CodeRelation.from_frame(earlier), CodeRelation.from_frame(pairs), [identifier], self.k
             )
-            added = merged.filter(pl.col(_NEW)).select(identifier, sensitive)
-            if added.is_empty():
+            if not picked.size:
                 return None
+            added = pairs[picked]
+            merged = pl.concat([earlier, added])
         self._append_pairs(state, task.key, added)
         full = self._reaching_k(merged, identifier)
         partial = sets.partial

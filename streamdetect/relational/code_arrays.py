@@ -133,6 +133,25 @@ def head_per_key(relation: CodeRelation, keys: Sequence[str], k: int) -> CodeRel
     return relation if kept.all() else relation.take(np.sort(order[kept]))
 
 
+def fresh_heads(earlier: CodeRelation, fresh: CodeRelation, keys: Sequence[str], k: int) -> Positions:
+    """The positions of ``fresh``'s rows that a set capped at ``k`` rows per value of ``keys`` takes after
+    ``earlier`` (distinct rows, at most k per key, which keep their places): a fresh row equal to an
+    earlier one, or to a fresh one before it, is not taken again, and a key takes fresh rows in their
+    order until it holds k. Both relations have the same columns. O(n log n)."""
+    size = earlier.height
+    arrays = [np.concatenate((earlier.column(c), fresh.column(c))) for c in earlier.columns]
+    # Each distinct row at its first occurrence, in order (earlier rows first).
+    _, first = np.unique(row_keys(arrays), return_index=True)
+    first.sort()
+    group = row_keys([arrays[earlier.columns.index(c)][first] for c in keys]) if keys else np.zeros(first.size)
+    order = np.argsort(group, kind="stable")  # within a key, by position
+    ordered = group[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    rank = np.arange(ordered.size) - np.repeat(starts, np.diff(np.append(starts, ordered.size)))
+    taken = first[order[rank < k]]
+    return np.sort(taken[taken >= size]) - size
+
+
 def _rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str]) -> CodeRelation:
     """A subset of ``large``'s rows holding every row that joins ``small`` on ``on``: those whose code in
     a key column occurs in ``small`` (a flag per code of ``small``, read for every row left: one gather;

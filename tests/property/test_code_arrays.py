@@ -137,3 +137,21 @@ def test_shown_is_the_semi_join(rows: pl.DataFrame, large: pl.DataFrame, on: lis
     mask = code_arrays.shown(CodeRelation.from_frame(rows), CodeRelation.from_frame(large), on)
     partners = set(large.select(on).rows())
     assert mask.tolist() == [row in partners for row in rows.select(on).rows()]
+
+
+@SETTINGS
+@given(frame(("A", "B"), 20), frame(("A", "B"), 20), st.integers(1, 3))
+def test_fresh_heads_are_the_capped_merge(earlier: pl.DataFrame, fresh: pl.DataFrame, k: int) -> None:
+    # The earlier rows as a capped set (distinct, at most k per A), then the fresh rows merged after them
+    # by the query the merge replaced: dedup keeping the first, k per key in order.
+    earlier = earlier.unique(maintain_order=True).group_by("A", maintain_order=True).head(k)
+    merged = (
+        pl.concat([earlier.with_columns(pl.lit(False).alias("new")), fresh.with_columns(pl.lit(True).alias("new"))])
+        .unique(["A", "B"], keep="first", maintain_order=True)
+        .group_by("A", maintain_order=True)
+        .head(k)
+    )
+    picked = code_arrays.fresh_heads(CodeRelation.from_frame(earlier), CodeRelation.from_frame(fresh), ["A"], k)
+    # The same rows, each once (the merge lists them by key, fresh_heads in their order in ``fresh``).
+    assert sorted(fresh[picked].rows()) == sorted(merged.filter(pl.col("new")).select("A", "B").rows())
+    assert len(set(fresh[picked].rows())) == len(picked)
