@@ -100,8 +100,13 @@ def _all_present(version: tuple[int, int, int]) -> bool:
 
 
 def _having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
-    """``frame``'s rows whose ``column`` holds one of ``codes``."""
-    return frame.filter(pl.col(column).is_in(codes.implode()))
+    """``frame``'s rows whose ``column`` (codes, no nulls) holds one of ``codes``: a flag per code read for
+    every row (numpy), then the rows picked (:func:`rows_where`: a gather when few)."""
+    values = frame.get_column(column).to_numpy()
+    wanted = codes.to_numpy()
+    flags = np.zeros(max(int(values.max()) if values.size else 0, int(wanted.max()) if wanted.size else 0) + 1, bool)
+    flags[wanted] = True
+    return rows_where(frame, flags[values])
 
 
 def _sort_key(value: object) -> tuple[str, str]:
@@ -935,7 +940,7 @@ class LinkageCheck:
     @staticmethod
     def _restrict(relation: pl.DataFrame, rows: pl.Series, shared: SharedWork) -> pl.DataFrame:
         """``relation``'s rows where ``rows`` is true, shared by the tasks of the batch that keep the same."""
-        return shared.subset(relation, "rows", rows, lambda: relation.filter(rows))
+        return shared.subset(relation, "rows", rows, lambda: rows_where(relation, rows.to_numpy()))
 
     def _newly_live(
         self, task: LinkageTask, live: Flags, saturated_now: Mapping[TaskKey, pl.Series], first_new: int
