@@ -15,7 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.relational import small_joins
+from streamdetect.relational import code_arrays
+from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
 
 #: How an Arrow IPC *file* starts (the stream format has no magic: it starts with a message length).
@@ -49,13 +50,26 @@ def frame_from_text(text: str) -> pl.DataFrame:
     return frame_from_ipc(base64.b64decode(text))
 
 
-def _with_positions(grouped: pl.DataFrame, stored: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+def _with_positions(
+    grouped: pl.DataFrame, stored: pl.DataFrame, columns: list[str], dictionaries: Dictionaries
+) -> pl.DataFrame:
     """``grouped`` (a batch's distinct rows, in order) with the position ``\0pos`` of each among the
-    ``stored`` rows (null when not stored). The stored rows the batch has are found by probing them with
-    the batch (the hash table is built on the small side), then attached: O(stored) probes, not a hash
-    table of every stored row."""
-    have = small_joins.join(stored.with_row_index("\0pos"), grouped.select(columns), columns, "inner", nulls_equal=True)
-    return grouped.join(have, on=columns, how="left", nulls_equal=True, maintain_order="left")
+    ``stored`` rows (null when not stored; a null equals a null). In numpy over the codes, a null as the
+    code after the dictionary's last: the stored rows cut to those sharing codes with the batch, then
+    searched by packed keys (:func:`code_arrays.positions_in`), O(stored) gathers and O(batch log batch),
+    where polars' joins took 1.3-1.7 ms per 1,000-row batch at 45,000 stored rows."""
+
+    def codes(frame: pl.DataFrame) -> CodeRelation:
+        arrays = []
+        for column in columns:
+            values = frame.get_column(column)
+            if values.has_nulls():
+                values = values.fill_null(dictionaries[column].len() if column in dictionaries else 0)
+            arrays.append(values.to_numpy())
+        return CodeRelation(columns, arrays, frame.height)
+
+    positions = code_arrays.positions_in(codes(grouped), codes(stored), columns)
+    return grouped.with_columns(pl.Series("\0pos", positions).cast(pl.UInt32, strict=False))
 
 
 @dataclass
@@ -106,7 +120,7 @@ class SeenRows:
         if old is None:
             matched = grouped.with_columns(pl.lit(None, dtype=pl.UInt32).alias("\0pos"))
         else:
-            matched = _with_positions(grouped, old, columns)
+            matched = _with_positions(grouped, old, columns, self.dictionaries)
         fresh = matched.filter(pl.col("\0pos").is_null())
         known = matched.filter(pl.col("\0pos").is_not_null())
         fresh_positions = pl.int_range(start, start + fresh.height, dtype=pl.UInt32, eager=True)
@@ -150,7 +164,7 @@ class SeenRows:
             .group_by(columns, maintain_order=True)
             .agg(pl.len().alias("\0n"), pl.col("\0first").first())
         )
-        matched = _with_positions(grouped, old, columns)
+        matched = _with_positions(grouped, old, columns, self.dictionaries)
         matched = matched.with_columns(
             self._counts(view).gather(matched.get_column("\0pos").fill_null(0)).alias("\0had")
         )

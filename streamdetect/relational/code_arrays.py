@@ -29,6 +29,8 @@ Positions = npt.NDArray[np.intp]
 _CODE = pl.UInt32
 #: A cut stops once the large side has at most this many rows per row of the small side.
 _FEW = 8
+#: The column of positions a cut carries (a name no attribute can have).
+_POSITION = "\0position"
 
 
 class CodeRelation:
@@ -175,14 +177,30 @@ def _rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str
 
 
 def shown(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> npt.NDArray[np.bool_]:
-    """Per row of ``rows``, whether ``large`` has a row equal to it on ``on`` (a semi join's mask). The large
-    side cut first (:func:`_rows_with_values`), then a sorted membership test of packed keys.
-    O(|large| + m log m), m the rows left."""
+    """Per row of ``rows``, whether ``large`` has a row equal to it on ``on`` (a semi join's mask).
+    O(|large| + m log m), m the rows left after the cut (:func:`positions_in`)."""
+    return positions_in(rows, large, on) >= 0
+
+
+def positions_in(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Per row of ``rows``, the position in ``large`` of a row equal to it on ``on`` (the last such when
+    several), or -1. The large side cut first (:func:`_rows_with_values`, positions carried along), then
+    the packed keys of what is left sorted and searched. O(|large| + m log m), m the rows left."""
     if not rows.height:
-        return np.zeros(0, dtype=np.bool_)
-    large = _rows_with_values(large, rows, on)
-    keys = row_keys([np.concatenate((rows.column(c), large.column(c))) for c in on])
-    return np.isin(keys[: rows.height], keys[rows.height :])
+        return np.zeros(0, dtype=np.int64)
+    numbered = CodeRelation(
+        [*large.columns, _POSITION], [*large.arrays, np.arange(large.height, dtype=np.uint32)], large.height
+    )
+    numbered._radix = large._radix  # the large side's radices, counted once
+    cut = _rows_with_values(numbered, rows, on)
+    keys = row_keys([np.concatenate((rows.column(c), cut.column(c))) for c in on])
+    wanted, present = keys[: rows.height], keys[rows.height :]
+    order = np.argsort(present)
+    ordered = present[order]
+    at = np.searchsorted(ordered, wanted, "right") - 1
+    found = (at >= 0) & (ordered[np.maximum(at, 0)] == wanted) if ordered.size else np.zeros(rows.height, bool)
+    positions = cut.column(_POSITION)[order[np.maximum(at, 0)]] if ordered.size else np.zeros(rows.height)
+    return np.where(found, positions.astype(np.int64), -1)
 
 
 def join(left: CodeRelation, right: CodeRelation, on: Sequence[str]) -> CodeRelation:

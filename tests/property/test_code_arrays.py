@@ -155,3 +155,15 @@ def test_fresh_heads_are_the_capped_merge(earlier: pl.DataFrame, fresh: pl.DataF
     # The same rows, each once (the merge lists them by key, fresh_heads in their order in ``fresh``).
     assert sorted(fresh[picked].rows()) == sorted(merged.filter(pl.col("new")).select("A", "B").rows())
     assert len(set(fresh[picked].rows())) == len(picked)
+
+
+@SETTINGS
+@given(frame(("A", "B"), 12), frame(("A", "B", "C"), 40))
+def test_positions_in_find_the_equal_row(rows: pl.DataFrame, large: pl.DataFrame) -> None:
+    positions = code_arrays.positions_in(CodeRelation.from_frame(rows), CodeRelation.from_frame(large), ["A", "B"])
+    keys = large.select("A", "B").rows()
+    for row, position in zip(rows.rows(), positions.tolist(), strict=True):
+        if position < 0:
+            assert row not in keys
+        else:
+            assert keys[position] == row

@@ -162,3 +162,22 @@ def test_a_join_plan_is_recorded_anew_once_the_other_relations_grew() -> None:
     assert LinkageCheck._plan(state, key, "v1", 4, small).order == ["Job"]
     # Other relations four times larger or more: recorded anew.
     assert LinkageCheck._plan(state, key, "v1", 3, grown).order == []
+
+
+def test_seen_rows_match_rows_with_nulls_as_equal() -> None:
+    from streamdetect.checks.seen_rows import SeenRows
+
+    seen = SeenRows()
+    first = pl.DataFrame({"A": ["x", None, "y"], "B": [None, None, "z"]})
+    new, positions = seen.add("v", first, ["A", "B"])
+    assert new.height == 3
+    assert positions.to_list() == [0, 1, 2]
+    # The same rows again, one of them twice, and one new with a null: only the new one is new.
+    again = pl.DataFrame({"A": [None, "x", None, "y", "w"], "B": [None, None, None, "z", None]})
+    new, positions = seen.add("v", again, ["A", "B"])
+    assert positions.to_list() == [3]
+    assert seen.height("v") == 4
+    # Withdrawing every occurrence of (null, null) (three) takes that row away; one of (x, null) leaves it.
+    _gone, positions = seen.retract("v", pl.DataFrame({"A": [None, None, None, "x"], "B": [None] * 4}), ["A", "B"])
+    assert positions.to_list() == [1]
+    assert seen.height("v") == 3
