@@ -56,7 +56,7 @@ from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, P
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational import channel_lattice as lattice
-from streamdetect.relational import code_arrays
+from streamdetect.relational import code_arrays, small_joins
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import CODE, decode, decode_frame
@@ -101,7 +101,10 @@ def _all_present(version: tuple[int, int, int]) -> bool:
 
 def _having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
     """``frame``'s rows whose ``column`` (codes, no nulls) holds one of ``codes``: a flag per code read for
-    every row (numpy), then the rows picked (:func:`rows_where`: a gather when few)."""
+    every row (numpy), then the rows picked (:func:`rows_where`: a gather when few); from
+    ``small_joins.LARGE_ROWS`` rows, polars' filter."""
+    if frame.height >= small_joins.LARGE_ROWS:
+        return frame.filter(pl.col(column).is_in(codes.implode()))  # no copy of a chunked column
     values = frame.get_column(column).to_numpy()
     wanted = codes.to_numpy()
     flags = np.zeros(max(int(values.max()) if values.size else 0, int(wanted.max()) if wanted.size else 0) + 1, bool)

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.relational import code_arrays
+from streamdetect.relational import code_arrays, small_joins
 from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
 
@@ -57,7 +57,8 @@ def _with_positions(
     ``stored`` rows (null when not stored; a null equals a null). In numpy over the codes, a null as the
     code after the dictionary's last: the stored rows cut to those sharing codes with the batch, then
     searched by packed keys (:func:`code_arrays.positions_in`), O(stored) gathers and O(batch log batch),
-    where polars' joins took 1.3-1.7 ms per 1,000-row batch at 45,000 stored rows."""
+    where polars' joins took 1.3-1.7 ms per 1,000-row batch at 45,000 stored rows; from
+    ``small_joins.LARGE_ROWS`` stored rows, polars' probe and join."""
 
     def codes(frame: pl.DataFrame) -> CodeRelation:
         arrays = []
@@ -68,6 +69,13 @@ def _with_positions(
             arrays.append(values.to_numpy())
         return CodeRelation(columns, arrays, frame.height)
 
+    if stored.height >= small_joins.LARGE_ROWS:
+        # Hundreds of thousands of stored rows in chunks: copying them out for numpy costs more than
+        # polars' probe of them with the batch (the hash table on the batch's side), then a join.
+        have = small_joins.join(
+            stored.with_row_index("\0pos"), grouped.select(columns), columns, "inner", nulls_equal=True
+        )
+        return grouped.join(have, on=columns, how="left", nulls_equal=True, maintain_order="left")
     positions = code_arrays.positions_in(codes(grouped), codes(stored), columns)
     return grouped.with_columns(pl.Series("\0pos", positions).cast(pl.UInt32, strict=False))
 

@@ -164,8 +164,13 @@ def test_a_join_plan_is_recorded_anew_once_the_other_relations_grew() -> None:
     assert LinkageCheck._plan(state, key, "v1", 3, grown).order == []
 
 
-def test_seen_rows_match_rows_with_nulls_as_equal() -> None:
+@pytest.mark.parametrize("large_rows", [100_000, 1], ids=["numpy", "polars"])
+def test_seen_rows_match_rows_with_nulls_as_equal(monkeypatch: pytest.MonkeyPatch, large_rows: int) -> None:
     from streamdetect.checks.seen_rows import SeenRows
+    from streamdetect.relational import small_joins
+
+    # Stored rows from ``large_rows`` on are located by polars' joins, below in numpy: both alike.
+    monkeypatch.setattr(small_joins, "LARGE_ROWS", large_rows)
 
     seen = SeenRows()
     first = pl.DataFrame({"A": ["x", None, "y"], "B": [None, None, "z"]})
