@@ -67,8 +67,6 @@ Progress = Callable[[int, int], None]
 _BULK = 4
 #: Chunks an append-only frame (linked set, projection) may have before it is made contiguous again.
 _MAX_CHUNKS = 16
-#: Rows deduplicated in numpy up to this many (a micro-batch's), in polars above (a bulk load's).
-_NUMPY_DEDUP_ROWS = 10_000
 #: A task whose step adds to several of its views computes the whole sets of the codes it can change
 #: (live ones, or unsaturated ones) instead of one delta join per view, when they are at most this many.
 _FEW_CODES = 64
@@ -89,9 +87,7 @@ def _appended(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
 
 def _distinct_codes(rows: pl.DataFrame, keep: list[str]) -> pl.DataFrame:
     """The distinct rows of ``rows`` (dictionary codes) projected on ``keep``, rows with a null left out:
-    in numpy for a micro-batch's rows (a polars dedup is a query of 0.3-0.4 ms), in polars for more."""
-    if rows.height > _NUMPY_DEDUP_ROWS:  # a bulk load's rows: polars' parallel hash dedup is faster
-        return in_memory(rows.lazy().select(keep).drop_nulls().unique())
+    in numpy (a polars dedup of a micro-batch's rows is a query of 0.3-0.4 ms)."""
     projected = rows.select(keep)
     if any(column.has_nulls() for column in projected.iter_columns()):
         projected = projected.drop_nulls()
