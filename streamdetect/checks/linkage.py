@@ -709,11 +709,8 @@ class LinkageCheck:
         holding = self._holding(state, sets, identifier)
         found_codes = found.get_column(identifier)
         if holding.at(found_codes).any():
-            # The partial pairs of the codes found: a flag per code, read for every partial pair (numpy
-            # indexing, one polars filter; a semi join was three queries).
-            wanted = np.zeros(holding.size, dtype=np.bool_)
-            wanted[found_codes.to_numpy()] = True
-            earlier = rows_where(sets.partial, wanted[sets.partial.get_column(identifier).to_numpy()])
+            # The partial pairs of the codes found: a flag per code, read for every partial pair.
+            earlier = _having(sets.partial, identifier, found_codes)
         else:
             earlier = sets.partial.clear()
         if earlier.is_empty():

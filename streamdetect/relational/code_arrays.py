@@ -117,6 +117,17 @@ def unique(relation: CodeRelation) -> CodeRelation:
     return relation if first.size == relation.height else relation.take(first)
 
 
+def _heads(group: npt.NDArray[np.uint64], k: int) -> Positions:
+    """The positions, ascending, of the first ``k`` entries of each value of ``group`` (earliest first).
+    O(n log n)."""
+    order = np.argsort(group, kind="stable")  # within a value, by position
+    ordered = group[order]
+    # An entry's rank within its value's run: its place minus the place where the run starts.
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    rank = np.arange(ordered.size) - np.repeat(starts, np.diff(np.append(starts, ordered.size)))
+    return np.sort(order[rank < k])
+
+
 def head_per_key(relation: CodeRelation, keys: Sequence[str], k: int) -> CodeRelation:
     """At most ``k`` rows per value of ``keys`` (``k`` overall without keys); which ones is not defined.
     O(n log n)."""
@@ -124,15 +135,8 @@ def head_per_key(relation: CodeRelation, keys: Sequence[str], k: int) -> CodeRel
         return relation
     if not keys:
         return relation.take(np.arange(k))
-    key = row_keys([relation.column(c) for c in keys])
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    # A row's rank within its key's group: its position minus the position where the group starts.
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    lengths = np.diff(np.append(starts, ordered.size))
-    rank = np.arange(ordered.size) - np.repeat(starts, lengths)
-    kept = rank < k
-    return relation if kept.all() else relation.take(np.sort(order[kept]))
+    kept = _heads(row_keys([relation.column(c) for c in keys]), k)
+    return relation if kept.size == relation.height else relation.take(kept)
 
 
 def fresh_heads(earlier: CodeRelation, fresh: CodeRelation, keys: Sequence[str], k: int) -> Positions:
@@ -145,13 +149,9 @@ def fresh_heads(earlier: CodeRelation, fresh: CodeRelation, keys: Sequence[str],
     # Each distinct row at its first occurrence, in order (earlier rows first).
     _, first = np.unique(row_keys(arrays), return_index=True)
     first.sort()
-    group = row_keys([arrays[earlier.columns.index(c)][first] for c in keys]) if keys else np.zeros(first.size)
-    order = np.argsort(group, kind="stable")  # within a key, by position
-    ordered = group[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    rank = np.arange(ordered.size) - np.repeat(starts, np.diff(np.append(starts, ordered.size)))
-    taken = first[order[rank < k]]
-    return np.sort(taken[taken >= size]) - size
+    group = row_keys([arrays[earlier.columns.index(c)][first] for c in keys])
+    taken = first[_heads(group if keys else np.zeros(first.size, dtype=np.uint64), k)]
+    return taken[taken >= size] - size
 
 
 def _rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str]) -> CodeRelation:

@@ -383,8 +383,8 @@ class _Elimination(Generic[F]):
     def _join_is_empty(self, inputs: list[F]) -> bool:
         raise NotImplementedError
 
-    def _pairs(self, factors: list[F]) -> pl.DataFrame:
-        """The join of ``factors`` projected on (E, T), capped at k values of T per E value."""
+    def _as_frame(self, factor: F) -> pl.DataFrame:
+        """A factor as a polars frame."""
         raise NotImplementedError
 
     def _sole_holder(self, columns: list[str]) -> bool:
@@ -472,7 +472,8 @@ class _Elimination(Generic[F]):
     def result(self) -> pl.DataFrame:
         if self.empty:
             return _no_pairs(self.relations.values(), self.source, self.target)
-        return self._pairs(list(self.factors.values()))
+        # The join of what is left on (E, T), capped at k values of T per E value: one more step.
+        return self._as_frame(self._eliminate(list(self.factors.values()), [self.source, self.target], True))
 
 
 def _cap_holder(frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame:
@@ -490,14 +491,6 @@ def _eliminate_frames(inputs: list[pl.DataFrame], keep: list[str], target: str, 
         return in_memory(query if k is None else _head_per_key(query, [c for c in keep if c != target], k))
     factor = _join_all(inputs).select(keep).unique()
     return factor if k is None else _cap_holder(factor, target, k)
-
-
-def _pairs_of_frames(factors: list[pl.DataFrame], source: str, target: str, k: int) -> pl.DataFrame:
-    """The join of ``factors`` projected on (source, target), distinct, at most k targets per source."""
-    if _one_query(factors):
-        query = _join_all_lazy(factors).select(source, target).unique()
-        return in_memory(_head_per_key(query, [source], k))
-    return cap_per_key(_join_all(factors).select(source, target), [source], k)
 
 
 class _FrameElimination(_Elimination[pl.DataFrame]):
@@ -519,8 +512,8 @@ class _FrameElimination(_Elimination[pl.DataFrame]):
     def _join_is_empty(self, inputs: list[pl.DataFrame]) -> bool:
         return _join_all(inputs).is_empty()
 
-    def _pairs(self, factors: list[pl.DataFrame]) -> pl.DataFrame:
-        return _pairs_of_frames(factors, self.source, self.target, self.k)
+    def _as_frame(self, factor: pl.DataFrame) -> pl.DataFrame:
+        return factor
 
 
 class _CodeElimination(_Elimination[CodeRelation]):
@@ -542,23 +535,17 @@ class _CodeElimination(_Elimination[CodeRelation]):
         if min(relation.height for relation in inputs) > CODE_ARRAYS_ROWS:
             # A step joining only large relations (a cycle's stored views, or what a delta became after
             # meeting them) goes faster by polars' hash joins than by sorting.
-            frames = [self._frame(relation) for relation in inputs]
+            frames = [self._as_frame(relation) for relation in inputs]
             return self.shared.codes(_eliminate_frames(frames, keep, self.target, self.k if capped else None))
         factor = code_arrays.unique(code_arrays.join_all(inputs).select(keep))
         return code_arrays.head_per_key(factor, [c for c in keep if c != self.target], self.k) if capped else factor
 
-    def _frame(self, relation: CodeRelation) -> pl.DataFrame:
+    def _as_frame(self, relation: CodeRelation) -> pl.DataFrame:
         frame = self.shared.frame_of(relation)
         return relation.to_frame() if frame is None else frame
 
     def _join_is_empty(self, inputs: list[CodeRelation]) -> bool:
         return code_arrays.join_all(inputs).is_empty()
-
-    def _pairs(self, factors: list[CodeRelation]) -> pl.DataFrame:
-        if min(relation.height for relation in factors) > CODE_ARRAYS_ROWS:
-            return _pairs_of_frames([self._frame(relation) for relation in factors], self.source, self.target, self.k)
-        pairs = code_arrays.unique(code_arrays.join_all(factors).select([self.source, self.target]))
-        return code_arrays.head_per_key(pairs, [self.source], self.k).to_frame()
 
 
 def _no_pairs(frames: Iterable[pl.DataFrame], source: str, target: str) -> pl.DataFrame:
