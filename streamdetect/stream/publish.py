@@ -319,17 +319,25 @@ def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     """Records of ``topics`` the consumer group ``group`` has not committed yet: the sum over their
     partitions of the end offset minus the group's committed offset (the whole partition when it has
     committed none). Zero once the group has processed and committed everything published so far."""
-    admin = _admin(bootstrap, "streamdetect-lag")
+    done = committed_offsets(bootstrap, group)
     consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
-        committed = admin.list_group_offsets(group)[group]
         partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
         ends = consumer.end_offsets(partitions) if partitions else {}
-        done = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
-        return sum(max(ends[tp] - done.get(tp, 0), 0) for tp in partitions)
+        return sum(max(ends[tp] - done.get((tp.topic, tp.partition), 0), 0) for tp in partitions)
     finally:
         consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """The offsets the consumer group ``group`` has committed, per (topic, partition): where it goes on
+    from (partitions it has committed nothing for are absent)."""
+    admin = _admin(bootstrap, "streamdetect-lag")
+    try:
+        committed = admin.list_group_offsets(group)[group]
+    finally:
         admin.close()
+    return {(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0}
 
 
 def group_ready(bootstrap: str, group: str, members: int) -> bool:

@@ -21,10 +21,32 @@ from dataclasses import dataclass, field
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, HEADER_VIEW, DeadLetter, Headers, Publication, decode_record
-from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome
+from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.
 _ROUTED_MAX_BYTES = 1 << 40
+#: Header of a routed record: where stage one read it (``topic:partition:offset``, :class:`Source`).
+HEADER_SOURCE = "streamdetect-source"
+#: Header of a marker: a routed record without rows that stands for a view record stage one
+#: dead-lettered, so that the view offsets reaching stage two stay contiguous (:meth:`Units.source_gap`).
+HEADER_MARKER = "streamdetect-marker"
+
+
+def source_of(headers: Headers) -> Source | None:
+    """The source a routed record names (None: none, or not readable: a record routed by an older
+    worker, checked no further)."""
+    for key, raw in headers or ():
+        if key == HEADER_SOURCE:
+            try:
+                return Source.decode(raw)
+            except ValueError:
+                return None
+    return None
+
+
+def is_marker(headers: Headers) -> bool:
+    """Whether a routed record is a marker (:data:`HEADER_MARKER`)."""
+    return any(key == HEADER_MARKER for key, _ in headers or ())
 
 
 @dataclass
@@ -45,15 +67,19 @@ class Router:
         self.max_bytes = max_bytes
         self.partitions = sorted({plan.partition_of(unit) for unit in plan.units()})
 
-    def handle(self, value: bytes | None, headers: Headers, view: str | None) -> Routed:
+    def handle(self, value: bytes | None, headers: Headers, view: str | None, source: Source | None = None) -> Routed:
         """The record's routed records: its value and headers as they came (the view named in a header,
-        as the route topic does not tell it), once per partition holding a unit. O(size of the record)."""
+        as the route topic does not tell it), once per partition holding a unit. O(size of the record).
+        With its ``source`` (where it was read) in a header of each; a record that cannot be read is
+        then routed as a marker (no value), so stage two sees every offset of the view topic."""
         read = decode_record(self.plan.topology, value, headers, view=view, max_bytes=self.max_bytes)
+        origin = [] if source is None else [(HEADER_SOURCE, source.encode())]
         if isinstance(read, DeadLetter):
-            return Routed(dead=read)
+            marked = [] if source is None else [(p, b"", [*origin, (HEADER_MARKER, b"dead")]) for p in self.partitions]
+            return Routed(dead=read, records=marked)
         assert value is not None  # a record without a value is a dead letter
-        named = [(key, raw) for key, raw in headers or () if key != HEADER_VIEW]
-        named.append((HEADER_VIEW, read.view.encode()))
+        named = [(key, raw) for key, raw in headers or () if key not in (HEADER_VIEW, HEADER_SOURCE, HEADER_MARKER)]
+        named += [(HEADER_VIEW, read.view.encode()), *origin]
         return Routed(publication=read, records=[(partition, value, named) for partition in self.partitions])
 
 
@@ -81,6 +107,9 @@ class Units:
         self.services: dict[Unit, DetectorService] = {}
         #: The highest offset handled per partition since this worker got it (folded or not).
         self.seen: dict[int, int] = {}
+        #: Per partition and view topic partition, the offset after the last view record handled since
+        #: this worker got the partition (folded or not, markers included).
+        self.sources_seen: dict[int, dict[str, int]] = {}
 
     def service(self, unit: Unit) -> DetectorService:
         """The unit's service, restored from the table when this worker has not built it since it got
@@ -115,13 +144,53 @@ class Units:
         seen = [offset for offset in [*offsets, self.seen.get(partition)] if offset is not None]
         return max(seen) + 1 if seen else None
 
-    def handle(self, value: bytes | None, headers: Headers, partition: int, offset: int | None = None) -> Outcome:
+    def source_gap(self, partition: int, source: Source) -> tuple[int, int] | None:
+        """The view records of ``source``'s topic partition that the units of ``partition`` have not seen
+        and that come before it, as (start, end) offsets, or None (none missing, or nothing known of that
+        topic partition yet). Stage one routes every view record (a dead-lettered one as a marker), so a
+        jump means Kafka's consumer skipped records there: its offsets were committed past them (as
+        Faust's were seen to do around a rebalance). O(units of the partition)."""
+        known = [self.service(unit).sources.get(source.key) for unit in self.plan.units_in(partition)]
+        known.append(self.sources_seen.get(partition, {}).get(source.key))
+        found = [offset for offset in known if offset is not None]
+        expected = max(found) if found else None
+        return (expected, source.offset) if expected is not None and source.offset > expected else None
+
+    def next_source_offsets(self, partition: int) -> dict[str, int]:
+        """Per view topic partition known to the units of ``partition``, the offset of the view record
+        they expect next (:meth:`source_gap`)."""
+        expected: dict[str, int] = dict(self.sources_seen.get(partition, {}))
+        for unit in self.plan.units_in(partition):
+            for key, offset in self.service(unit).sources.items():
+                expected[key] = max(offset, expected.get(key, offset))
+        return expected
+
+    def note_source(self, partition: int, source: Source) -> None:
+        """Remember that the view record ``source`` reached ``partition`` (folded or not)."""
+        seen = self.sources_seen.setdefault(partition, {})
+        seen[source.key] = max(source.offset + 1, seen.get(source.key, 0))
+
+    def handle(
+        self,
+        value: bytes | None,
+        headers: Headers,
+        partition: int,
+        offset: int | None = None,
+        source: Source | None = None,
+    ) -> Outcome:
         """Fold one routed record into the units of its partition, each its share of the rows: all or
         none (a batch one unit refuses is a dead letter and changes no unit). The outcome merges the
         units': their writes and events; replayed when every unit had folded the batch in. ``offset``
-        (the record's in its route partition) is kept with each unit's state, for :meth:`next_offset`."""
+        (the record's in its route partition) is kept with each unit's state, for :meth:`next_offset`,
+        and so is ``source`` (where stage one read it; by default the record's header), for
+        :meth:`source_gap`. A marker changes nothing (an empty outcome)."""
         if offset is not None:
             self.seen[partition] = max(offset, self.seen.get(partition, offset))
+        source = source or source_of(headers)
+        if source is not None:
+            self.note_source(partition, source)
+        if is_marker(headers):
+            return Outcome()
         read = decode_record(self.plan.topology, value, headers, max_bytes=_ROUTED_MAX_BYTES)
         if isinstance(read, DeadLetter):
             return Outcome(dead=read)
@@ -141,7 +210,7 @@ class Units:
                     return Outcome(dead=refused)
         merged = Outcome(publication=read)
         for service, share in shares:
-            outcome = service.fold(share, offset)
+            outcome = service.fold(share, offset, source)
             if outcome.dead is not None:
                 return outcome  # one unit only (checked above otherwise): nothing folded
             merged.writes.update(outcome.writes)
@@ -157,6 +226,7 @@ class Units:
         gone = set(partitions)
         for partition in gone:
             self.seen.pop(partition, None)
+            self.sources_seen.pop(partition, None)
         for unit in [unit for unit in self.services if self.plan.partition_of(unit) in gone]:
             del self.services[unit]
 

@@ -41,6 +41,10 @@ DTYPES_KEY = "meta/dtypes"
 UNIVERSAL_KEY = "meta/universal"
 #: The offset of the (route) record an entry folded in: where a unit's input stands.
 OFFSET_KEY = "meta/offset"
+#: ``meta/source/<topic>:<partition>``: the offset after the last record of that view topic partition
+#: folded in (a unit's input, read by the route stage): a record further on means the view records between
+#: were never routed (:meth:`~streamdetect.stream.routing.Units.source_gap`).
+SOURCE_PREFIX = "meta/source/"
 APPLIED_PREFIX = "applied/"
 #: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
 #: message per record, not one per piece: a BP batch writes some fifty pieces).
@@ -80,6 +84,29 @@ def unpack_entries(data: bytes) -> dict[str, bytes]:
     """Inverse of :func:`pack_entries`."""
     frame = frame_from_ipc(data)
     return dict(zip(frame.get_column("key").to_list(), frame.get_column("value").to_list(), strict=True))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a view record was published: its topic, partition and offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def key(self) -> str:
+        """The topic partition, ``topic:partition`` (Kafka topic names have no colon)."""
+        return f"{self.topic}:{self.partition}"
+
+    def encode(self) -> bytes:
+        return f"{self.key}:{self.offset}".encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Source:
+        """The source a header gives; ValueError when it is not ``topic:partition:offset``."""
+        topic, partition, offset = raw.decode().rsplit(":", 2)
+        return cls(topic, int(partition), int(offset))
 
 
 #: A record as the worker reads it: value, headers, and the view its topic carries (None: a header says).
@@ -183,6 +210,9 @@ class DetectorService:
         self.universal_state = universal.initialize() if universal is not None else None
         #: The offset of the last record folded in, when the caller gives offsets (None: unknown).
         self.offset: int | None = None
+        #: Per view topic partition (``topic:partition``), the offset after the last of its records
+        #: folded in, when the caller gives the records' sources.
+        self.sources: dict[str, int] = {}
         self.compact_bytes = compact_bytes
         self.defer_compaction = defer_compaction
         #: The table keys this service has (records and snapshot chunks), deleted by the next snapshot.
@@ -260,6 +290,9 @@ class DetectorService:
             }
         )
         self.offset = int(table[OFFSET_KEY]) if OFFSET_KEY in table else None
+        self.sources = {
+            key[len(SOURCE_PREFIX) :]: int(value) for key, value in table.items() if key.startswith(SOURCE_PREFIX)
+        }
         if self.universal is not None:
             self.universal_state = self.universal.initialize(self.detector.present_rows())
             if UNIVERSAL_KEY in table:
@@ -286,13 +319,14 @@ class DetectorService:
             return DeadLetter("refused", _refusal(str(refused)))
         return None
 
-    def fold(self, read: Publication, offset: int | None = None) -> Outcome:
+    def fold(self, read: Publication, offset: int | None = None, source: Source | None = None) -> Outcome:
         """Fold a publication already read in (:meth:`handle` without the reading); ``offset``, the
-        record's, is kept with the state (:attr:`offset`)."""
+        record's, is kept with the state (:attr:`offset`), and so is ``source``, where the record was
+        published (:attr:`sources`)."""
         if read.batch_id in self.applied:
             return Outcome(replayed=True, publication=read)
         try:
-            return self._fold([read], merged_batch([read]), offset)
+            return self._fold([read], merged_batch([read]), offset, source)
         except StreamdetectError as refused:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
@@ -338,7 +372,9 @@ class DetectorService:
             for read in run
         ]
 
-    def _fold(self, reads: Sequence[Publication], batch: Batch, offset: int | None = None) -> Outcome:
+    def _fold(
+        self, reads: Sequence[Publication], batch: Batch, offset: int | None = None, source: Source | None = None
+    ) -> Outcome:
         """Fold ``batch`` (the rows of ``reads``) in; the findings it raised and cleared are attributed to
         the last of ``reads``. Raises what the Detector raises, having changed nothing."""
         read = reads[-1]
@@ -370,6 +406,11 @@ class DetectorService:
         if offset is not None:
             entries[OFFSET_KEY] = str(offset).encode()
             self.offset = offset
+        if source is not None:
+            key = source.key
+            # The highest wins: a record routed again after a handover comes after later ones.
+            self.sources[key] = max(self.sources.get(key, 0), source.offset + 1)
+            entries[SOURCE_PREFIX + key] = str(self.sources[key]).encode()
         # Entries are numbered in the order they were written: restore replays them so.
         outcome.writes = _chunked(
             f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes
@@ -443,6 +484,7 @@ class DetectorService:
         entries |= {PIECE_PREFIX + key: piece for key, piece in self.segments[0].items()}
         if self.offset is not None:
             entries[OFFSET_KEY] = str(self.offset).encode()
+        entries |= {SOURCE_PREFIX + key: str(offset).encode() for key, offset in self.sources.items()}
         if self.universal is not None and self.universal_state is not None:
             entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
         chunks = _chunked(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes)

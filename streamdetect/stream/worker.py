@@ -45,12 +45,13 @@ from streamdetect.errors import StateError, TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
+from streamdetect.stream import faust_fixes
 from streamdetect.stream.metrics import WorkerMetrics
-from streamdetect.stream.publish import read_range
+from streamdetect.stream.publish import committed_offsets, read_range
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
-from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.routing import Router, Units, source_of
 from streamdetect.stream.security import from_environment
-from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome
+from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
 
 log = logging.getLogger(__name__)
@@ -254,6 +255,7 @@ def build_app(
     compacted changelog, and a replacement worker's restore, stay bounded by about twice the state;
     ``replay_retention_s``: how long a folded batch id is remembered past a snapshot (a record redelivered
     later is folded again)."""
+    faust_fixes.install()  # records fetched before a rebalance must not be committed unprocessed
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
@@ -389,16 +391,17 @@ def _two_stages(
     async def split_records(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             message = event.message
-            routed = router.handle(event.value, list(message.headers or ()), topics.get(message.topic))
+            source = Source(message.topic, message.partition, message.offset)
+            routed = router.handle(event.value, list(message.headers or ()), topics.get(message.topic), source)
             out.lag(message)
             if routed.dead is not None:
                 if metrics is not None:
                     metrics.folded(Outcome(dead=routed.dead), 0.0)
                 await out.dead_letter(event, routed.dead)
-                continue
-            if metrics is not None and routed.publication is not None:
+            elif metrics is not None and routed.publication is not None:
                 metrics.consumed(routed.publication)
-            # Delivered before this record's offset is committed (once the next one is taken).
+            # Delivered before this record's offset is committed (once the next one is taken); a dead
+            # letter's are markers (Router.handle).
             sent = [
                 await route.send(key=message.key, value=body, headers=headers, partition=partition)
                 for partition, body, headers in routed.records
@@ -410,13 +413,15 @@ def _two_stages(
     folding = asyncio.Lock()
     folded_at = [time.monotonic()]
 
+    gaps = _Gaps(app, out, units, router, topics, bootstrap=bootstrap, topic=route.get_topic_name())
+
     @app.agent(route, concurrency=1)
     async def detect(stream: faust.StreamT[bytes]) -> None:
         # Record by record: taking route records together (take_events) stalled the group after a
         # worker was killed in the two-worker test (twice in two runs); the one-stage worker takes them.
         async for event in stream.events():
             async with folding:
-                went_on = await _fold_routed(app, out, units, event, bootstrap=bootstrap, topic=route.get_topic_name())
+                went_on = await _fold_routed(app, out, units, event, gaps)
                 folded_at[0] = time.monotonic()
             if not went_on:
                 return
@@ -434,7 +439,7 @@ def _two_stages(
             return
         async with folding:
             try:
-                await _catch_up_tails(app, out, units, bootstrap=bootstrap, topic=route.get_topic_name())
+                await _catch_up_tails(app, out, units, gaps, since=folded_at[0])
             except StateError as refused:
                 out.refuse(refused)
 
@@ -460,25 +465,19 @@ def _two_stages(
     app.on_partitions_assigned.connect(renew)
 
 
-async def _fold_routed(
-    app: faust.App, out: _Outputs, units: Units, event: faust.EventT[bytes], *, bootstrap: str, topic: str
-) -> bool:
-    """Fold one route record into the units of its partition (records the consumer skipped first) and
+async def _fold_routed(app: faust.App, out: _Outputs, units: Units, event: faust.EventT[bytes], gaps: _Gaps) -> bool:
+    """Fold one route record into the units of its partition (records the consumers skipped first) and
     deliver what it led to. False when the worker must stop (its state table was refused)."""
     message = event.message
     metrics = out.metrics
     try:
         expected = units.next_offset(message.partition)
         if expected is not None and message.offset > expected:
-            await _fill_gap(
-                out,
-                units,
-                bootstrap=bootstrap,
-                topic=topic,
-                partition=message.partition,
-                start=expected,
-                end=message.offset,
-            )
+            await gaps.fill_route(message.partition, expected, message.offset)
+        source = source_of(_headers(message))
+        missing = None if source is None else units.source_gap(message.partition, source)
+        if source is not None and missing is not None:
+            await gaps.fill_source(message.partition, source.topic, source.partition, *missing)
         began = time.perf_counter()
         outcome = units.handle(event.value, _headers(message), message.partition, message.offset)
         elapsed = time.perf_counter() - began
@@ -494,55 +493,135 @@ async def _fold_routed(
         log.warning("route partition %d was reassigned while folding: its outcome is dropped", message.partition)
         return True
     await out.settle(event, outcome)
-    if metrics is not None:  # counted once delivered (a dropped fold is the new owner's to count)
+    if metrics is not None and (outcome.publication is not None or outcome.dead is not None):
+        # Counted once delivered (a dropped fold is the new owner's to count); a marker counts nothing.
         metrics.folded(outcome, elapsed)
         metrics.state_size.set(units.state_bytes)
     return True
 
 
-async def _catch_up_tails(app: faust.App, out: _Outputs, units: Units, *, bootstrap: str, topic: str) -> None:
+async def _catch_up_tails(app: faust.App, out: _Outputs, units: Units, gaps: _Gaps, *, since: float) -> None:
     """For each route partition assigned here: fold the records between the offset its units expect
-    next and the partition's end, when the consumer is known to have the end (its highwater)."""
+    next and the partition's end, when the consumer is known to have the end (its highwater). Then, once
+    after each spell of folding (``since``: when the last fold ended), for each partition whose route
+    records are all folded: the view records its units have not seen below the group's committed offsets
+    of the view topics (stage one committed past them: routed, or skipped by its consumer)."""
+    caught_up = []
     for tp in sorted(app.consumer.assignment()):
-        if tp.topic != topic:
+        if tp.topic != gaps.topic:
             continue
         end = app.consumer.highwater(tp)
         if not end:  # not known yet, or an empty partition: nothing can be missing (units not rebuilt)
             continue
         expected = units.next_offset(tp.partition)
-        if expected is None or end <= expected:
+        if expected is None:
             continue
-        await _fill_gap(out, units, bootstrap=bootstrap, topic=topic, partition=tp.partition, start=expected, end=end)
-        if out.metrics is not None:
-            out.metrics.state_size.set(units.state_bytes)
+        if end > expected:
+            await gaps.fill_route(tp.partition, expected, end)
+            if out.metrics is not None:
+                out.metrics.state_size.set(units.state_bytes)
+        caught_up.append(tp.partition)
+    if not caught_up or gaps.sources_checked >= since:
+        return
+    gaps.sources_checked = since
+    committed = await asyncio.to_thread(committed_offsets, gaps.bootstrap, app.conf.id)
+    for partition in caught_up:
+        for key, expected in sorted(units.next_source_offsets(partition).items()):
+            topic, _, number = key.rpartition(":")
+            end = committed.get((topic, int(number)), 0)
+            if topic in gaps.views and end > expected:
+                await gaps.fill_source(partition, topic, int(number), expected, end)
 
 
-async def _fill_gap(
-    out: _Outputs, units: Units, *, bootstrap: str, topic: str, partition: int, start: int, end: int
-) -> None:
-    """Fold the route records ``start`` to ``end`` (excluded) of ``partition``, which the consumer
-    skipped: read straight from the broker. Faust's consumer was seen to skip one record after a
-    rebalance that left the partition with this worker (the offset committed past it, the record never
-    delivered); the route topic's offsets are contiguous (no transactions, no compaction), so a jump past
-    the offset the units expect is such a skip, and folding the records here keeps every unit exact.
-    Records already folded (a false jump after a restart) are replays, skipped by batch id."""
-    log.warning(
-        "route partition %d: records %d to %d were not delivered by the consumer; reading them directly",
-        partition,
-        start,
-        end - 1,
-    )
-    missing = await asyncio.to_thread(read_range, bootstrap, topic, partition, start=start, end=end)
-    for offset, value, headers in missing:
+@dataclass
+class _Gaps:
+    """Records the consumers did not deliver, read from the broker and folded (two-stage worker).
+
+    Faust's consumer was seen to skip records around a rebalance: offsets committed past a record never
+    delivered (its stale acks, as faust-streaming issues 216 and 312 describe). The units' state keeps
+    the offsets they have folded, so a skip shows as a jump: of the route topic's offsets (stage two's
+    consumer skipped route records) or of a view topic partition's, which every route record names (stage
+    one's consumer skipped view records: no route record was ever made for them). Both topics' offsets
+    are contiguous (no transactions, no compaction; stage one routes a view record it dead-letters as a
+    marker), so the records in a jump are read straight from the broker and folded; records folded
+    already (a false jump after a restart) are replays, skipped by batch id."""
+
+    app: faust.App
+    out: _Outputs
+    units: Units
+    router: Router
+    #: View topic -> view name.
+    views: Mapping[str, str]
+    bootstrap: str
+    #: The route topic.
+    topic: str
+    #: When the tail check last compared the view offsets with the group's commits (``time.monotonic``).
+    sources_checked: float = 0.0
+
+    async def fill_route(self, partition: int, start: int, end: int) -> None:
+        """Fold the route records ``start`` to ``end`` (excluded) of ``partition``."""
+        log.warning(
+            "route partition %d: records %d to %d were not delivered by the consumer; reading them directly",
+            partition,
+            start,
+            end - 1,
+        )
+        missing = await asyncio.to_thread(read_range, self.bootstrap, self.topic, partition, start=start, end=end)
+        for offset, value, headers in missing:
+            await self._fold(partition, value, headers, offset=offset, where=(self.topic, partition, offset))
+
+    async def fill_source(self, partition: int, topic: str, view_partition: int, start: int, end: int) -> None:
+        """Fold into the units of route ``partition`` the view records ``start`` to ``end`` (excluded) of
+        ``topic``'s ``view_partition``, routed here as stage one would have."""
+        log.warning(
+            "%s partition %d: records %d to %d were never routed (its consumer skipped them); reading them "
+            "directly for route partition %d",
+            topic,
+            view_partition,
+            start,
+            end - 1,
+            partition,
+        )
+        missing = await asyncio.to_thread(read_range, self.bootstrap, topic, view_partition, start=start, end=end)
+        for offset, value, headers in missing:
+            source = Source(topic, view_partition, offset)
+            routed = self.router.handle(value, headers, self.views.get(topic), source)
+            for body, named in [(body, named) for p, body, named in routed.records if p == partition]:
+                if routed.dead is None:
+                    await self._fold(partition, body, named, offset=None, where=(topic, view_partition, offset))
+                    continue
+                self.units.handle(body, named, partition)  # its marker: the offset is seen here
+                await self.out.dead_letter_of(
+                    value, headers, topic, routed.dead, partition=view_partition, offset=offset
+                )
+                if self.out.metrics is not None:
+                    self.out.metrics.folded(Outcome(dead=routed.dead), 0.0)
+
+    async def _fold(
+        self,
+        partition: int,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        *,
+        offset: int | None,
+        where: tuple[str, int, int],
+    ) -> None:
+        """Fold a record read from the broker (``where``: topic, partition, offset) into the units of
+        route ``partition`` and deliver what it led to, as the consumer's records are."""
         began = time.perf_counter()
-        outcome = units.handle(value, headers, partition, offset)
+        outcome = self.units.handle(value, headers, partition, offset)
         elapsed = time.perf_counter() - began
+        topic, read_partition, read_offset = where
         if outcome.dead is not None:
-            await out.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
+            # Keyed where it was read, as stage one keys its dead letters: once per record for a consumer.
+            await self.out.dead_letter_of(
+                value, headers, topic, outcome.dead, partition=read_partition, offset=read_offset
+            )
         else:
-            await out.deliver(outcome, _At(partition, topic))
-        if out.metrics is not None:
-            out.metrics.folded(outcome, elapsed)
+            await self.out.deliver(outcome, _At(partition, topic))
+        metrics = self.out.metrics
+        if metrics is not None and (outcome.publication is not None or outcome.dead is not None):
+            metrics.folded(outcome, elapsed)
 
 
 def _headers(message: Any) -> list[tuple[str, bytes]]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
 import streamdetect
 from streamdetect.bench.bp import generate_bp, write_bp
@@ -29,6 +30,7 @@ from streamdetect.stream.publish import (
     create_topics,
     group_ready,
     publish,
+    read_range,
     read_records,
     read_records_keyed,
     read_topic,
@@ -127,10 +129,38 @@ def _explain(
     lines.append(f"dead letters: {reasons}")
     batches, applied = _published_and_applied(bootstrap, topology)
     lines.append(f"{len(batches)} batches published; per unit, batches applied (replays included) and missing:")
+    lost: set[str] = set()
     for unit, found in sorted(applied.items()):
         missing_batches = sorted(batches - set(found))
+        lost.update(missing_batches[:5])
         lines.append(f"  {unit}: {len(found)} applied, missing {len(missing_batches)}: {missing_batches[:5]}")
+    topics = [view_topic(topology, view) for view in topology.views] + [route_topic(topology)]
+    for topic in topics:  # where the lost batches were published and routed: (partition, offset)
+        places = _places(bootstrap, topic, lost)
+        if places:
+            lines.append(f"  {topic}: {places}")
     return "\n".join(lines)
+
+
+def _places(bootstrap: str, topic: str, batches: set[str]) -> list[tuple[str, int, int]]:
+    """(batch id, partition, offset) of the records of ``topic`` that carry one of ``batches``."""
+    found = []
+    for partition in range(2):
+        end = _end(bootstrap, topic, partition)
+        for offset, _, headers in read_range(bootstrap, topic, partition, start=0, end=end):
+            batch = dict(headers).get("streamdetect-batch", b"").decode()
+            if batch in batches:
+                found.append((batch[:8], partition, offset))
+    return found
+
+
+def _end(bootstrap: str, topic: str, partition: int) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tp = TopicPartition(topic, partition)
+        return int(consumer.end_offsets([tp])[tp])
+    finally:
+        consumer.close()
 
 
 def _published_and_applied(bootstrap: str, topology: Topology) -> tuple[set[str], dict[str, list[str]]]:

@@ -13,8 +13,8 @@ from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.partitioning import plan
 from streamdetect.stream.records import HEADER_VIEW, Publication, encode_publication
-from streamdetect.stream.routing import Router, Units
-from streamdetect.stream.service import open_findings
+from streamdetect.stream.routing import HEADER_MARKER, HEADER_SOURCE, Router, Units
+from streamdetect.stream.service import Source, open_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEN = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
@@ -121,3 +121,43 @@ def test_units_know_the_next_route_offset_across_a_handover() -> None:
         assert group.units.next_offset(partition) == offsets[partition]
     group.units.revoke([0, 1])  # another worker: rebuilt from the table alone
     assert Units(group.plan, group.units.entries).next_offset(0) == offsets[0]
+
+
+def test_units_see_a_jump_in_a_view_topics_offsets_across_a_handover() -> None:
+    """Every routed record names where stage one read it; a unit's state keeps, per view topic
+    partition, the offset after the last it folded. A view record stage one's consumer skipped (never
+    routed) then shows as a jump, on the worker that holds the partition and on one taking it over; a
+    dead-lettered view record is routed as a marker, so it is no jump."""
+    group = _Group(2)
+    views = load_views(group.topology)
+    topic = "streamdetect.dou-patients.view.v2"
+    rows = views["v2"]
+    routed_at: list[int] = []
+    for offset in (0, 1, 2, 4):  # offset 3: never routed
+        source = Source(topic, 1, offset)
+        if offset == 2:  # not a publication: a dead letter, routed as markers
+            routed = group.router.handle(b"not arrow", [], "v2", source)
+            assert routed.dead is not None
+            assert {p for p, _, _ in routed.records} == {0, 1}
+            assert all(body == b"" and dict(named)[HEADER_MARKER] for _, body, named in routed.records)
+        else:
+            value, headers = _record("v2", rows.slice(offset, 1), f"v2-{offset}")
+            routed = group.router.handle(value, [h for h in headers if h[0] != HEADER_VIEW], "v2", source)
+            assert all(dict(named)[HEADER_SOURCE] == source.encode() for _, _, named in routed.records)
+        for partition, body, named in routed.records:
+            if partition == 0:
+                assert group.units.source_gap(0, source) == ((3, 4) if offset == 4 else None)
+                routed_at.append(offset)
+            outcome = group.units.handle(body, named, partition)
+            assert (outcome.publication is None) == (offset == 2)  # a marker folds nothing
+            group.table.update(outcome.writes)
+    assert routed_at == [0, 1, 2, 4]
+    assert group.units.next_source_offsets(0) == {f"{topic}:1": 5}
+    assert group.units.source_gap(0, Source(topic, 1, 5)) is None
+    assert group.units.source_gap(0, Source(topic, 1, 3)) is None  # behind: a record routed again
+    assert group.units.source_gap(0, Source(topic, 0, 7)) is None  # nothing known of partition 0 yet
+    # Another worker, rebuilt from the table alone: the last folded record's offset is known (the
+    # marker's, not written, is not: a record routed again past it would be read again, a replay).
+    taken = Units(group.plan, group.units.entries)
+    assert taken.source_gap(0, Source(topic, 1, 7)) == (5, 7)
+    assert taken.next_source_offsets(0) == {f"{topic}:1": 5}
