@@ -298,7 +298,8 @@ def read_range(
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
-        consumer.seek(tp, start)
+        # From the first record the log still holds (retention may have deleted the ones before it).
+        consumer.seek(tp, max(start, consumer.beginning_offsets([tp])[tp]))
         records: list[tuple[int, bytes | None, list[tuple[str, bytes]]]] = []
         deadline = time.monotonic() + timeout_s
         while consumer.position(tp) < end:

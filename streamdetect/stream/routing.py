@@ -107,9 +107,6 @@ class Units:
         self.services: dict[Unit, DetectorService] = {}
         #: The highest offset handled per partition since this worker got it (folded or not).
         self.seen: dict[int, int] = {}
-        #: Per partition and view topic partition, the offset after the last view record handled since
-        #: this worker got the partition (folded or not, markers included).
-        self.sources_seen: dict[int, dict[str, int]] = {}
 
     def service(self, unit: Unit) -> DetectorService:
         """The unit's service, restored from the table when this worker has not built it since it got
@@ -150,25 +147,23 @@ class Units:
         topic partition yet). Stage one routes every view record (a dead-lettered one as a marker), so a
         jump means Kafka's consumer skipped records there: its offsets were committed past them (as
         Faust's were seen to do around a rebalance). O(units of the partition)."""
-        known = [self.service(unit).sources.get(source.key) for unit in self.plan.units_in(partition)]
-        known.append(self.sources_seen.get(partition, {}).get(source.key))
-        found = [offset for offset in known if offset is not None]
-        expected = max(found) if found else None
+        expected = self.next_source_offsets(partition).get(source.key)
         return (expected, source.offset) if expected is not None and source.offset > expected else None
 
     def next_source_offsets(self, partition: int) -> dict[str, int]:
         """Per view topic partition known to the units of ``partition``, the offset of the view record
         they expect next (:meth:`source_gap`)."""
-        expected: dict[str, int] = dict(self.sources_seen.get(partition, {}))
+        expected: dict[str, int] = {}
         for unit in self.plan.units_in(partition):
             for key, offset in self.service(unit).sources.items():
                 expected[key] = max(offset, expected.get(key, offset))
         return expected
 
     def note_source(self, partition: int, source: Source) -> None:
-        """Remember that the view record ``source`` reached ``partition`` (folded or not)."""
-        seen = self.sources_seen.setdefault(partition, {})
-        seen[source.key] = max(source.offset + 1, seen.get(source.key, 0))
+        """Remember that the view record ``source`` reached ``partition`` (folded or not), in each unit's
+        state (written with its next fold)."""
+        for unit in self.plan.units_in(partition):
+            self.service(unit).note_source(source)
 
     def handle(
         self,
@@ -210,7 +205,7 @@ class Units:
                     return Outcome(dead=refused)
         merged = Outcome(publication=read)
         for service, share in shares:
-            outcome = service.fold(share, offset, source)
+            outcome = service.fold(share, offset)
             if outcome.dead is not None:
                 return outcome  # one unit only (checked above otherwise): nothing folded
             merged.writes.update(outcome.writes)
@@ -226,7 +221,6 @@ class Units:
         gone = set(partitions)
         for partition in gone:
             self.seen.pop(partition, None)
-            self.sources_seen.pop(partition, None)
         for unit in [unit for unit in self.services if self.plan.partition_of(unit) in gone]:
             del self.services[unit]
 

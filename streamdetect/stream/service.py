@@ -211,8 +211,9 @@ class DetectorService:
         #: The offset of the last record folded in, when the caller gives offsets (None: unknown).
         self.offset: int | None = None
         #: Per view topic partition (``topic:partition``), the offset after the last of its records
-        #: folded in, when the caller gives the records' sources.
+        #: handled (:meth:`note_source`), and the values of it the table holds.
         self.sources: dict[str, int] = {}
+        self.sources_written: dict[str, int] = {}
         self.compact_bytes = compact_bytes
         self.defer_compaction = defer_compaction
         #: The table keys this service has (records and snapshot chunks), deleted by the next snapshot.
@@ -290,9 +291,10 @@ class DetectorService:
             }
         )
         self.offset = int(table[OFFSET_KEY]) if OFFSET_KEY in table else None
-        self.sources = {
+        self.sources_written = {
             key[len(SOURCE_PREFIX) :]: int(value) for key, value in table.items() if key.startswith(SOURCE_PREFIX)
         }
+        self.sources = dict(self.sources_written)
         if self.universal is not None:
             self.universal_state = self.universal.initialize(self.detector.present_rows())
             if UNIVERSAL_KEY in table:
@@ -319,14 +321,19 @@ class DetectorService:
             return DeadLetter("refused", _refusal(str(refused)))
         return None
 
-    def fold(self, read: Publication, offset: int | None = None, source: Source | None = None) -> Outcome:
+    def note_source(self, source: Source) -> None:
+        """Remember that the view record published at ``source`` was handled (folded, a replay, a dead
+        letter, or no rows for this service): kept with the state at the next fold (:attr:`sources`)."""
+        # The highest wins: a record read again after a handover comes after later ones.
+        self.sources[source.key] = max(self.sources.get(source.key, 0), source.offset + 1)
+
+    def fold(self, read: Publication, offset: int | None = None) -> Outcome:
         """Fold a publication already read in (:meth:`handle` without the reading); ``offset``, the
-        record's, is kept with the state (:attr:`offset`), and so is ``source``, where the record was
-        published (:attr:`sources`)."""
+        record's, is kept with the state (:attr:`offset`)."""
         if read.batch_id in self.applied:
             return Outcome(replayed=True, publication=read)
         try:
-            return self._fold([read], merged_batch([read]), offset, source)
+            return self._fold([read], merged_batch([read]), offset)
         except StreamdetectError as refused:
             # Only the reason's kind is kept (the message may quote a value): which rule refused it.
             return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
@@ -372,9 +379,7 @@ class DetectorService:
             for read in run
         ]
 
-    def _fold(
-        self, reads: Sequence[Publication], batch: Batch, offset: int | None = None, source: Source | None = None
-    ) -> Outcome:
+    def _fold(self, reads: Sequence[Publication], batch: Batch, offset: int | None = None) -> Outcome:
         """Fold ``batch`` (the rows of ``reads``) in; the findings it raised and cleared are attributed to
         the last of ``reads``. Raises what the Detector raises, having changed nothing."""
         read = reads[-1]
@@ -406,11 +411,9 @@ class DetectorService:
         if offset is not None:
             entries[OFFSET_KEY] = str(offset).encode()
             self.offset = offset
-        if source is not None:
-            key = source.key
-            # The highest wins: a record routed again after a handover comes after later ones.
-            self.sources[key] = max(self.sources.get(key, 0), source.offset + 1)
-            entries[SOURCE_PREFIX + key] = str(self.sources[key]).encode()
+        moved = {key: at for key, at in self.sources.items() if self.sources_written.get(key) != at}
+        entries |= {SOURCE_PREFIX + key: str(at).encode() for key, at in moved.items()}
+        self.sources_written |= moved
         # Entries are numbered in the order they were written: restore replays them so.
         outcome.writes = _chunked(
             f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes
@@ -485,6 +488,7 @@ class DetectorService:
         if self.offset is not None:
             entries[OFFSET_KEY] = str(self.offset).encode()
         entries |= {SOURCE_PREFIX + key: str(offset).encode() for key, offset in self.sources.items()}
+        self.sources_written = dict(self.sources)
         if self.universal is not None and self.universal_state is not None:
             entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
         chunks = _chunked(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes)

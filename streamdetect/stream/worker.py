@@ -45,7 +45,6 @@ from streamdetect.errors import StateError, TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
-from streamdetect.stream import faust_fixes
 from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.publish import committed_offsets, read_range
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
@@ -255,7 +254,6 @@ def build_app(
     compacted changelog, and a replacement worker's restore, stay bounded by about twice the state;
     ``replay_retention_s``: how long a folded batch id is remembered past a snapshot (a record redelivered
     later is folded again)."""
-    faust_fixes.install()  # records fetched before a rebalance must not be committed unprocessed
     security = from_environment()
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
@@ -302,7 +300,7 @@ def build_app(
             replay_retention_s=replay_retention_s,
             defer_compaction=True,  # snapshots in idle time (_one_stage), not on the records' path
         )
-        _one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s)
+        _one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s, bootstrap=bootstrap)
         examined = service.detector
     else:
         units = Units(
@@ -320,13 +318,23 @@ def build_app(
 
 
 def _one_stage(
-    app: faust.App, topology: Topology, out: _Outputs, service: DetectorService, *, coalesce: int, wait_s: float
+    app: faust.App,
+    topology: Topology,
+    out: _Outputs,
+    service: DetectorService,
+    *,
+    coalesce: int,
+    wait_s: float,
+    bootstrap: str,
 ) -> None:
     topics = {view_topic(topology, view): view.name for view in topology.views}
     metrics = out.metrics
-    # One fold at a time, the agent's or the idle snapshot's; when the agent last finished one.
+    # One fold at a time, the agent's, the idle snapshot's or the tail check's; when the agent last
+    # finished one, and when the tail check last compared with the group's commits.
     folding = asyncio.Lock()
     folded_at = [time.monotonic()]
+    checked_at = [0.0]
+    skipped = _Skipped(service, out, topics, bootstrap)
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
@@ -340,6 +348,7 @@ def _one_stage(
                     except StateError as refused:
                         out.refuse(refused)
                         return
+                await skipped.before([Source(e.message.topic, e.message.partition, e.message.offset) for e in events])
                 began = time.perf_counter()
                 items = [(e.value, list(e.message.headers or ()), topics.get(e.message.topic)) for e in events]
                 outcomes = service.handle_many(items)
@@ -352,6 +361,27 @@ def _one_stage(
                 if metrics is not None:
                     metrics.state_size.set(service.state_bytes)
                 folded_at[0] = time.monotonic()
+
+    @app.timer(interval=TAIL_CHECK_S)  # type: ignore[untyped-decorator]  # faust.App.timer is untyped
+    async def catch_up_tails() -> None:
+        """Once after each spell of folding, when idle for a whole interval outside any rebalance or
+        recovery: view records below the group's committed offsets that the state has not seen (the
+        consumer committed past them without delivering them) are read from the broker and folded."""
+        if app.rebalancing or getattr(app, "in_recovery", False) or folding.locked():
+            return
+        if time.monotonic() - folded_at[0] < TAIL_CHECK_S or checked_at[0] >= folded_at[0]:
+            return
+        if not service.restored and not app.tables.recovery.completed.is_set():  # type: ignore[attr-defined]
+            return  # the table is not recovered yet
+        async with folding:
+            checked_at[0] = folded_at[0]
+            if not service.restored:  # no record yet: what they skipped may be all there is
+                try:
+                    service.restore(out.entries())
+                except StateError as refused:
+                    out.refuse(refused)
+                    return
+            await skipped.tails(app.conf.id)
 
     @app.timer(interval=IDLE_SNAPSHOT_S)  # type: ignore[untyped-decorator]  # faust.App.timer is untyped
     async def snapshot_when_idle() -> None:
@@ -370,6 +400,63 @@ def _one_stage(
             if metrics is not None:
                 metrics.stored(snapshot)
                 metrics.state_size.set(service.state_bytes)
+
+
+@dataclass
+class _Skipped:
+    """View records the one-stage worker's consumer did not deliver, read from the broker and folded.
+
+    The state keeps, per view topic partition, the offset after the last record handled
+    (:meth:`DetectorService.note_source`); Faust's consumer was seen to commit past records it never
+    delivered (docs/streaming.md), which then show as a jump in a partition's offsets, or, at its end, as
+    a committed offset past what the state has seen."""
+
+    service: DetectorService
+    out: _Outputs
+    #: View topic -> view name.
+    topics: Mapping[str, str]
+    bootstrap: str
+
+    async def before(self, sources: Sequence[Source]) -> None:
+        """Fold what the consumer skipped before the records read at ``sources``, and note those."""
+        for source in sources:
+            expected = self.service.sources.get(source.key)
+            if expected is not None and source.offset > expected:
+                await self.fill(source.topic, source.partition, expected, source.offset)
+            self.service.note_source(source)
+
+    async def tails(self, group: str) -> None:
+        """Fold the records below ``group``'s committed offsets that the state has not seen (of a topic
+        partition it has seen nothing of: from its start)."""
+        committed = await asyncio.to_thread(committed_offsets, self.bootstrap, group)
+        for (topic, partition), end in sorted(committed.items()):
+            start = self.service.sources.get(f"{topic}:{partition}", 0)
+            if topic in self.topics and end > start:
+                await self.fill(topic, partition, start, end)
+
+    async def fill(self, topic: str, partition: int, start: int, end: int) -> None:
+        """Fold the records ``start`` to ``end`` (excluded) of ``topic``'s ``partition``, as the agent
+        folds records (one folded already is a replay); their dead letters are keyed as the agent's."""
+        log.warning(
+            "%s partition %d: records %d to %d were not delivered by the consumer; reading them directly",
+            topic,
+            partition,
+            start,
+            end - 1,
+        )
+        missing = await asyncio.to_thread(read_range, self.bootstrap, topic, partition, start=start, end=end)
+        for offset, _, _ in missing:
+            self.service.note_source(Source(topic, partition, offset))
+        began = time.perf_counter()
+        outcomes = self.service.handle_many([(value, headers, self.topics.get(topic)) for _, value, headers in missing])
+        elapsed = time.perf_counter() - began
+        for (offset, value, headers), outcome in zip(missing, outcomes, strict=True):
+            if outcome.dead is not None:
+                await self.out.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
+            else:
+                await self.out.deliver(outcome, _At(0, topic))
+            if self.out.metrics is not None:
+                self.out.metrics.record(outcome, elapsed)
 
 
 def _two_stages(
@@ -526,11 +613,11 @@ async def _catch_up_tails(app: faust.App, out: _Outputs, units: Units, gaps: _Ga
     gaps.sources_checked = since
     committed = await asyncio.to_thread(committed_offsets, gaps.bootstrap, app.conf.id)
     for partition in caught_up:
-        for key, expected in sorted(units.next_source_offsets(partition).items()):
-            topic, _, number = key.rpartition(":")
-            end = committed.get((topic, int(number)), 0)
-            if topic in gaps.views and end > expected:
-                await gaps.fill_source(partition, topic, int(number), expected, end)
+        seen = units.next_source_offsets(partition)
+        for (topic, number), end in sorted(committed.items()):
+            start = seen.get(f"{topic}:{number}", 0)  # none seen: from the start
+            if topic in gaps.views and end > start:
+                await gaps.fill_source(partition, topic, number, start, end)
 
 
 @dataclass

@@ -301,34 +301,40 @@ def test_the_universal_topic_carries_the_joined_tuple_that_ties_dan_to_flu(
         assert set(pl.read_ipc_stream(value).get_column("_channel")) == {named["streamdetect-channel"].decode()}
 
 
-@pytest.mark.parametrize("where", ["middle", "tail"])
-def test_a_view_record_the_first_stage_skipped_is_read_directly_and_folded(
-    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], where: str
+@pytest.mark.parametrize(
+    ("partitions", "where"), [(2, "middle"), (2, "tail"), (2, "first"), (1, "middle"), (1, "first")]
+)
+def test_a_view_record_the_consumer_skipped_is_read_directly_and_folded(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], partitions: int, where: str
 ) -> None:
-    """Every route record names the view record it came from, and the units' state keeps, per view topic
-    partition, the offset after the last they folded: a view record the first stage's consumer skipped
-    (its offset committed past it, never routed, as the two-worker test saw once) shows as a jump, and
-    the second stage reads it from the view topic. The skip is made by hand: the group's offset of v2's
-    topic is moved past Dan's record while no worker runs (``middle``: the next v2 record shows the jump)
-    or past the last two (``tail``: none follows, the idle worker's tail check compares with the
-    group's committed offsets)."""
-    path, topology, views, feed = table1_stream(tmp_path, f"worker-view-gap-{where}", kafka_bootstrap, workers, 2)
+    """The state keeps, per view topic partition, the offset after the last record handled (with two
+    stages every route record names the view record it came from): a view record the consumer skipped
+    (its offset committed past it and never delivered, as the two-worker test saw, and a restarted
+    one-stage worker once) shows as a jump, and the worker reads it from the view topic. The skip is made
+    by hand: the group's offset of v2's topic is moved past Dan's record while no worker runs
+    (``middle``: the next v2 record shows the jump), past the last two (``tail``: none follows, the
+    idle worker's tail check compares with the group's committed offsets), or past every v2 record when
+    the state has seen none (``first``: the tail check reads that partition from its start)."""
+    name = f"worker-view-gap-{partitions}-{where}"
+    path, topology, views, feed = table1_stream(tmp_path, name, kafka_bootstrap, workers, partitions)
     group = app_id(topology)
     until(lambda: group_ready(kafka_bootstrap, group, 1), "the worker joined its group", workers[-1], 120)
     v2 = views["v2"]
     dan = v2.get_column("Name").to_list().index("Dan")
     others = [position for position in range(v2.height) if position != dan]
     feed.send("v1", views["v1"], "v1-all")
-    feed.send("v2", v2[others[:1]], "v2-first")  # offset 0 of v2's topic: the units know where v2 stands
-    topics = [view_topic(topology, view) for view in topology.views] + [route_topic(topology)]
+    if where != "first":
+        feed.send("v2", v2[others[:1]], "v2-first")  # offset 0 of v2's topic: the state knows where v2 stands
+    topics = [view_topic(topology, view) for view in topology.views] + [route_topic(topology)][: partitions - 1]
     until(lambda: committed_lag(kafka_bootstrap, group, topics) == 0, "v1 folded and committed", workers[-1])
     workers[-1].stop()
 
-    feed.send("v2", v2.slice(dan, 1), "v2-dan")  # offset 1: the record that ties Dan to Flu, skipped
-    feed.send("v2", v2[others[1:]], "v2-rest")  # offset 2
+    feed.send("v2", v2.slice(dan, 1), "v2-dan")  # the record that ties Dan to Flu, skipped
+    feed.send("v2", v2[others[1:]] if where != "first" else v2[others], "v2-rest")
     topic = view_topic(topology, next(view for view in topology.views if view.name == "v2"))
-    skip = {TopicPartition(topic, 0): 2 if where == "middle" else 3}
-    _resume_past(kafka_bootstrap, tmp_path, workers, path, skip, "were never routed (its consumer skipped them)")
+    skip = {TopicPartition(topic, 0): {"middle": 2, "tail": 3, "first": 2}[where]}
+    said = "were never routed (its consumer skipped them)" if partitions > 1 else "were not delivered by the consumer"
+    _resume_past(kafka_bootstrap, tmp_path, workers, path, skip, said, partitions)
 
 
 @pytest.mark.parametrize("where", ["middle", "tail"])
@@ -364,11 +370,17 @@ def test_a_route_record_the_consumer_skipped_is_read_directly_and_folded(
     past = {
         TopicPartition(route, p): offsets[1] if where == "middle" else offsets[1] + 1 for p, offsets in sent.items()
     }
-    _resume_past(kafka_bootstrap, tmp_path, workers, path, past, "were not delivered by the consumer; reading them")
+    _resume_past(kafka_bootstrap, tmp_path, workers, path, past, "were not delivered by the consumer; reading them", 2)
 
 
 def _resume_past(
-    bootstrap: str, tmp_path: Path, workers: list[Worker], path: Path, offsets: dict[TopicPartition, int], said: str
+    bootstrap: str,
+    tmp_path: Path,
+    workers: list[Worker],
+    path: Path,
+    offsets: dict[TopicPartition, int],
+    said: str,
+    partitions: int,
 ) -> None:
     """Move the stopped worker's group past records (``offsets``: where it goes on from), start another
     worker and wait until the open findings are check's; the worker must have ``said`` why."""
@@ -379,7 +391,7 @@ def _resume_past(
         assert all(error is NoError for error in admin.alter_group_offsets(app_id(topology), skip).values())
     finally:
         admin.close()
-    workers.append(Worker(path, bootstrap, tmp_path, partitions=2))
+    workers.append(Worker(path, bootstrap, tmp_path, partitions=partitions))
     expected = {f.id for f in streamdetect.check(topology).findings}
     until(
         lambda: set(open_findings(read_topic(bootstrap, findings_topic(topology)))) == expected,

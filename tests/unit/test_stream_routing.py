@@ -156,8 +156,8 @@ def test_units_see_a_jump_in_a_view_topics_offsets_across_a_handover() -> None:
     assert group.units.source_gap(0, Source(topic, 1, 5)) is None
     assert group.units.source_gap(0, Source(topic, 1, 3)) is None  # behind: a record routed again
     assert group.units.source_gap(0, Source(topic, 0, 7)) is None  # nothing known of partition 0 yet
-    # Another worker, rebuilt from the table alone: the last folded record's offset is known (the
-    # marker's, not written, is not: a record routed again past it would be read again, a replay).
+    # Another worker, rebuilt from the table alone: the offsets are kept with the state (a marker's or a
+    # replay's with the next fold).
     taken = Units(group.plan, group.units.entries)
     assert taken.source_gap(0, Source(topic, 1, 7)) == (5, 7)
     assert taken.next_source_offsets(0) == {f"{topic}:1": 5}
