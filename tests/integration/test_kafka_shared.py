@@ -27,6 +27,7 @@ from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream.publish import (
     committed_lag,
+    committed_offsets,
     create_topics,
     group_ready,
     publish,
@@ -89,7 +90,10 @@ def test_two_workers_share_bp_and_a_killed_one_is_replaced(
     published = time.monotonic()
 
     topics = [view_topic(topology, view) for view in topology.views] + [route_topic(topology)]
-    _wait(lambda: committed_lag(kafka_bootstrap, group, topics) == 0, "lag back to zero", DRAINED_WITHIN_S, workers)
+    try:
+        _wait(lambda: committed_lag(kafka_bootstrap, group, topics) == 0, "lag back to zero", DRAINED_WITHIN_S, workers)
+    except AssertionError as stalled:  # which partitions stopped short, and where
+        raise AssertionError(f"{_lagging(kafka_bootstrap, group, topics)}\n{stalled}") from None
     drained_s = time.monotonic() - published
     events = [json.loads(value) for value in read_topic(kafka_bootstrap, findings_topic(topology), timeout_s=120)]
     opened = open_findings([json.dumps(event).encode() for event in events])
@@ -106,6 +110,19 @@ def test_two_workers_share_bp_and_a_killed_one_is_replaced(
     assert all(len(found) == 1 for found in bodies.values())
     for worker in workers[1:]:
         assert worker.process.poll() is None, worker.output()[-2000:]
+
+
+def _lagging(bootstrap: str, group: str, topics: list[str]) -> str:
+    """The partitions of ``topics`` whose committed offset stops short of their end: (topic, partition,
+    committed, end)."""
+    done = committed_offsets(bootstrap, group)
+    short = []
+    for topic in topics:
+        for partition in range(2):
+            end = _end(bootstrap, topic, partition)
+            if done.get((topic, partition), 0) < end:
+                short.append((topic, partition, done.get((topic, partition)), end))
+    return f"partitions short of their end (topic, partition, committed, end): {short}"
 
 
 def _explain(
