@@ -60,6 +60,8 @@ _PARTITIONER = DefaultPartitioner()
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
 #: Seconds the route agent must be idle before the tail check looks for records the consumer skipped.
 TAIL_CHECK_S = 5.0
+#: Seconds a worker that refuses its state waits for Faust's table recovery to finish before it stops.
+RECOVERY_WAIT_S = 30.0
 #: Seconds the one-stage agent must be idle before a due state snapshot is taken (checked as often).
 IDLE_SNAPSHOT_S = 0.5
 _RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
@@ -89,6 +91,7 @@ class _Outputs:
         self.universal = app.topic(universal_topic(topology), **_RAW)
         self.table = table
         self.metrics = metrics
+        self._stopping: asyncio.Future[None] | None = None
 
     async def dead_letter(self, event: faust.EventT[bytes], letter: DeadLetter) -> None:
         message = event.message
@@ -197,7 +200,18 @@ class _Outputs:
         :func:`run_worker` then raises the error, which the command reports in one line, exit code 2."""
         log.error("%s", refused)
         _REFUSED[id(self.app)] = refused
-        os.kill(os.getpid(), signal.SIGTERM)  # Faust's own clean stop, as Ctrl-C or a supervisor's
+        self._stopping = asyncio.ensure_future(self._stop_once_recovered())
+
+    async def _stop_once_recovered(self) -> None:
+        """Faust's own clean stop (SIGTERM, as Ctrl-C or a supervisor's), once its table recovery has
+        finished: a stop in the middle of it (the tail check can restore a unit then) cancels Faust's
+        seek to the committed offsets, which logs a traceback (a CI run saw one)."""
+        recovery = getattr(self.app.tables, "recovery", None)
+        completed = getattr(recovery, "completed", None)
+        if completed is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(completed.wait(), timeout=RECOVERY_WAIT_S)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     async def settle(self, event: faust.EventT[bytes], outcome: Outcome) -> None:
         """What a folded record leads to: its lag noted, then a dead letter or its events and state."""
