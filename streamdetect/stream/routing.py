@@ -165,23 +165,16 @@ class Units:
         for unit in self.plan.units_in(partition):
             self.service(unit).note_source(source)
 
-    def handle(
-        self,
-        value: bytes | None,
-        headers: Headers,
-        partition: int,
-        offset: int | None = None,
-        source: Source | None = None,
-    ) -> Outcome:
+    def handle(self, value: bytes | None, headers: Headers, partition: int, offset: int | None = None) -> Outcome:
         """Fold one routed record into the units of its partition, each its share of the rows: all or
         none (a batch one unit refuses is a dead letter and changes no unit). The outcome merges the
         units': their writes and events; replayed when every unit had folded the batch in. ``offset``
         (the record's in its route partition) is kept with each unit's state, for :meth:`next_offset`,
-        and so is ``source`` (where stage one read it; by default the record's header), for
-        :meth:`source_gap`. A marker changes nothing (an empty outcome)."""
+        and so is the view record its header names (where stage one read it), for :meth:`source_gap`.
+        A marker changes nothing (an empty outcome)."""
         if offset is not None:
             self.seen[partition] = max(offset, self.seen.get(partition, offset))
-        source = source or source_of(headers)
+        source = source_of(headers)
         if source is not None:
             self.note_source(partition, source)
         if is_marker(headers):

@@ -42,8 +42,8 @@ UNIVERSAL_KEY = "meta/universal"
 #: The offset of the (route) record an entry folded in: where a unit's input stands.
 OFFSET_KEY = "meta/offset"
 #: ``meta/source/<topic>:<partition>``: the offset after the last record of that view topic partition
-#: folded in (a unit's input, read by the route stage): a record further on means the view records between
-#: were never routed (:meth:`~streamdetect.stream.routing.Units.source_gap`).
+#: handled (folded, a replay, a dead letter): a record further on means the consumer skipped the records
+#: between (:meth:`~streamdetect.stream.routing.Units.source_gap`, the one-stage worker's ``_Skipped``).
 SOURCE_PREFIX = "meta/source/"
 APPLIED_PREFIX = "applied/"
 #: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog

@@ -122,6 +122,25 @@ class _Outputs:
         await self._produce([(self.dead_letters, f"{topic}:{partition}:{offset}".encode(), value, None, labelled)])
         log.warning("dead letter from %s: %s", topic, letter.reason)
 
+    async def settle_read(
+        self,
+        outcome: Outcome,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        where: tuple[str, int, int],
+        *,
+        table_partition: int,
+    ) -> None:
+        """What a record read from the broker outside the consumer (``where``: topic, partition, offset)
+        led to: a dead letter keyed where it was read, as the agents key theirs (once per record for a
+        consumer), or its events and state entries in ``table_partition`` (the route partition of the
+        units that folded it; 0 with one partition)."""
+        topic, partition, offset = where
+        if outcome.dead is not None:
+            await self.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
+        else:
+            await self.deliver(outcome, _At(table_partition, topic))
+
     async def deliver(self, outcome: Outcome, message: Any) -> None:
         """Send the record's finding events, then its state entries; return once the broker has both.
 
@@ -465,10 +484,7 @@ class _Skipped:
         outcomes = self.service.handle_many([(value, headers, self.topics.get(topic)) for _, value, headers in missing])
         elapsed = time.perf_counter() - began
         for (offset, value, headers), outcome in zip(missing, outcomes, strict=True):
-            if outcome.dead is not None:
-                await self.out.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
-            else:
-                await self.out.deliver(outcome, _At(0, topic))
+            await self.out.settle_read(outcome, value, headers, (topic, partition, offset), table_partition=0)
             if self.out.metrics is not None:
                 self.out.metrics.record(outcome, elapsed)
 
@@ -575,12 +591,13 @@ async def _fold_routed(app: faust.App, out: _Outputs, units: Units, event: faust
         expected = units.next_offset(message.partition)
         if expected is not None and message.offset > expected:
             await gaps.fill_route(message.partition, expected, message.offset)
-        source = source_of(_headers(message))
+        headers = _headers(message)
+        source = source_of(headers)
         missing = None if source is None else units.source_gap(message.partition, source)
         if source is not None and missing is not None:
             await gaps.fill_source(message.partition, source.topic, source.partition, *missing)
         began = time.perf_counter()
-        outcome = units.handle(event.value, _headers(message), message.partition, message.offset)
+        outcome = units.handle(event.value, headers, message.partition, message.offset)
         elapsed = time.perf_counter() - began
     except StateError as refused:
         out.refuse(refused)
@@ -692,9 +709,8 @@ class _Gaps:
                     await self._fold(partition, body, named, offset=None, where=(topic, view_partition, offset))
                     continue
                 self.units.handle(body, named, partition)  # its marker: the offset is seen here
-                await self.out.dead_letter_of(
-                    value, headers, topic, routed.dead, partition=view_partition, offset=offset
-                )
+                where = (topic, view_partition, offset)
+                await self.out.settle_read(Outcome(dead=routed.dead), value, headers, where, table_partition=partition)
                 if self.out.metrics is not None:
                     self.out.metrics.folded(Outcome(dead=routed.dead), 0.0)
 
@@ -712,14 +728,7 @@ class _Gaps:
         began = time.perf_counter()
         outcome = self.units.handle(value, headers, partition, offset)
         elapsed = time.perf_counter() - began
-        topic, read_partition, read_offset = where
-        if outcome.dead is not None:
-            # Keyed where it was read, as stage one keys its dead letters: once per record for a consumer.
-            await self.out.dead_letter_of(
-                value, headers, topic, outcome.dead, partition=read_partition, offset=read_offset
-            )
-        else:
-            await self.out.deliver(outcome, _At(partition, topic))
+        await self.out.settle_read(outcome, value, headers, where, table_partition=partition)
         metrics = self.out.metrics
         if metrics is not None and (outcome.publication is not None or outcome.dead is not None):
             metrics.folded(outcome, elapsed)
