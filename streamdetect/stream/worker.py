@@ -32,7 +32,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.publish import committed_offsets, read_range
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
-from streamdetect.stream.routing import Router, Units, source_of
+from streamdetect.stream.routing import Routed, Router, Units, source_of
 from streamdetect.stream.security import from_environment
 from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
@@ -60,6 +60,8 @@ _PARTITIONER = DefaultPartitioner()
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
 #: Seconds the route agent must be idle before the tail check looks for records the consumer skipped.
 TAIL_CHECK_S = 5.0
+#: Seconds between two seeks back of one partition whose committed offset stops short of its end (:class:`_Unstick`).
+UNSTICK_S = 30.0
 #: Seconds a worker that refuses its state waits for Faust's table recovery to finish before it stops.
 RECOVERY_WAIT_S = 30.0
 #: Seconds the one-stage agent must be idle before a due state snapshot is taken (checked as often).
@@ -240,6 +242,16 @@ class _Outputs:
         else:
             await self.deliver(outcome, event.message)
 
+    async def routed(self, event: faust.EventT[bytes], routed: Routed) -> None:
+        """What the first stage made of a view record: its lag noted, then a dead letter or its count."""
+        self.lag(event.message)
+        if routed.dead is not None:
+            if self.metrics is not None:
+                self.metrics.folded(Outcome(dead=routed.dead), 0.0)
+            await self.dead_letter(event, routed.dead)
+        elif self.metrics is not None and routed.publication is not None:
+            self.metrics.consumed(routed.publication)
+
     def lag(self, message: Any) -> None:
         if self.metrics is not None:
             # The highwater is the offset the next record will take: what is left after this one.
@@ -368,12 +380,14 @@ def _one_stage(
     folded_at = [time.monotonic()]
     checked_at = [0.0]
     skipped = _Skipped(service, out, topics, bootstrap)
+    unstick = _Unstick.installed(app, bootstrap, topics, folding)
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         # take_events acks the events it yields once the loop's body is done with them: their offsets
         # are committed after their effects are delivered (settle), as one event at a time would be.
         async for events in stream.take_events(coalesce, within=wait_s):  # type: ignore[attr-defined]  # on Stream, not in StreamT
+            unstick.touch()
             async with folding:
                 if not service.restored:
                     try:
@@ -433,6 +447,73 @@ def _one_stage(
             if metrics is not None:
                 metrics.stored(snapshot)
                 metrics.state_size.set(service.state_bytes)
+
+
+class _Unstick:
+    """Partitions whose committed offset stops short of their end while the worker is idle: sought back.
+
+    Faust's consumer was seen to leave a partition's committed offset short of the end for good after a
+    rebalance, both workers idle (a hole in its acked offsets that its commits never pass: records it
+    skipped and never delivers again; docs/streaming.md, "Open: a lag that stops short of zero"). Once
+    the agents have been idle for :data:`TAIL_CHECK_S` outside a rebalance or recovery, each partition
+    held here whose committed offset (the group's, from the broker) lies below the consumer's end is
+    sought back to it, at most once per :data:`UNSTICK_S`: Faust delivers those records again, the agents
+    fold or route them (a record folded already is a replay, skipped by batch id) and ack them, and the
+    commits move on."""
+
+    def __init__(self, app: faust.App, bootstrap: str, topics: Iterable[str]) -> None:
+        self.app = app
+        self.bootstrap = bootstrap
+        self.topics = set(topics)
+        #: When an agent last took a record (``time.monotonic``), and when each partition was sought back.
+        self.active_at = time.monotonic()
+        self.sought: dict[Any, float] = {}
+
+    @classmethod
+    def installed(cls, app: faust.App, bootstrap: str, topics: Iterable[str], folding: asyncio.Lock) -> _Unstick:
+        """One for ``app``'s partitions of ``topics``, checked by a timer while ``folding`` is free."""
+        unstick = cls(app, bootstrap, topics)
+
+        @app.timer(interval=TAIL_CHECK_S)  # type: ignore[untyped-decorator]  # faust.App.timer is untyped
+        async def unstick_partitions() -> None:
+            if not folding.locked():
+                await unstick.check()
+
+        return unstick
+
+    def touch(self) -> None:
+        """An agent took a record now."""
+        self.active_at = time.monotonic()
+
+    async def check(self) -> None:
+        """Seek back the partitions held here whose committed offset stops short of their end."""
+        app = self.app
+        if app.rebalancing or getattr(app, "in_recovery", False) or time.monotonic() - self.active_at < TAIL_CHECK_S:
+            return
+        consumer = app.consumer
+        held = [
+            (tp, end) for tp in consumer.assignment() if tp.topic in self.topics and (end := consumer.highwater(tp))
+        ]
+        if not held:
+            return
+        committed = await asyncio.to_thread(committed_offsets, self.bootstrap, app.conf.id)
+        now = time.monotonic()
+        for tp, end in held:
+            done = committed.get((tp.topic, tp.partition), 0)
+            if done >= end or now - self.sought.get(tp, -UNSTICK_S) < UNSTICK_S or now - self.active_at < TAIL_CHECK_S:
+                continue
+            self.sought[tp] = now
+            log.warning(
+                "%s partition %d: committed offset %d stops short of its end %d while idle; seeking back to it",
+                tp.topic,
+                tp.partition,
+                done,
+                end,
+            )
+            try:
+                await consumer.seek(tp, done)
+            except Exception as failed:  # a partition taken away meanwhile: the next check
+                log.warning("seeking %s partition %d back failed: %s", tp.topic, tp.partition, type(failed).__name__)
 
 
 @dataclass
@@ -503,20 +584,23 @@ def _two_stages(
     route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
     router = Router(split, max_bytes)
     metrics = out.metrics
+    # One fold at a time, the agent's or the tail check's; when the agent last finished one.
+    folding = asyncio.Lock()
+    folded_at = [time.monotonic()]
+    unstick = _Unstick.installed(app, bootstrap, [*topics, route.get_topic_name()], folding)
 
     @app.agent(app.topic(*topics, **_RAW), concurrency=1)
     async def split_records(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
+            unstick.touch()
             message = event.message
-            source = Source(message.topic, message.partition, message.offset)
-            routed = router.handle(event.value, list(message.headers or ()), topics.get(message.topic), source)
-            out.lag(message)
-            if routed.dead is not None:
-                if metrics is not None:
-                    metrics.folded(Outcome(dead=routed.dead), 0.0)
-                await out.dead_letter(event, routed.dead)
-            elif metrics is not None and routed.publication is not None:
-                metrics.consumed(routed.publication)
+            routed = router.handle(
+                event.value,
+                list(message.headers or ()),
+                topics.get(message.topic),
+                Source(message.topic, message.partition, message.offset),
+            )
+            await out.routed(event, routed)
             # Delivered before this record's offset is committed (once the next one is taken); a dead
             # letter's are markers (Router.handle).
             sent = [
@@ -526,10 +610,6 @@ def _two_stages(
             if sent:
                 await asyncio.gather(*sent)
 
-    # One fold at a time, the agent's or the tail check's; when the agent last finished one.
-    folding = asyncio.Lock()
-    folded_at = [time.monotonic()]
-
     gaps = _Gaps(app, out, units, router, topics, bootstrap=bootstrap, topic=route.get_topic_name())
 
     @app.agent(route, concurrency=1)
@@ -537,6 +617,7 @@ def _two_stages(
         # Record by record: taking route records together (take_events) stalled the group after a
         # worker was killed in the two-worker test (twice in two runs); the one-stage worker takes them.
         async for event in stream.events():
+            unstick.touch()
             async with folding:
                 went_on = await _fold_routed(app, out, units, event, gaps)
                 folded_at[0] = time.monotonic()

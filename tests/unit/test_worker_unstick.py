@@ -1,0 +1,58 @@
+"""The worker's seek back of partitions whose committed offset stops short of their end (no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from faust.types import TP
+
+from streamdetect.stream import worker
+from streamdetect.stream.worker import TAIL_CHECK_S, UNSTICK_S, _Unstick
+
+STUCK, DONE, OTHER = TP("view.v2", 0), TP("view.v2", 1), TP("elsewhere", 0)
+
+
+class _Consumer:
+    def __init__(self) -> None:
+        self.sought: list[tuple[TP, int]] = []
+
+    def assignment(self) -> set[TP]:
+        return {STUCK, DONE, OTHER}
+
+    def highwater(self, tp: TP) -> int:
+        return 20
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        self.sought.append((tp, offset))
+
+
+def _unstick(monkeypatch: pytest.MonkeyPatch) -> tuple[_Unstick, _Consumer]:
+    consumer = _Consumer()
+    app: Any = SimpleNamespace(rebalancing=False, in_recovery=False, conf=SimpleNamespace(id="g"), consumer=consumer)
+    committed = {("view.v2", 0): 11, ("view.v2", 1): 20, ("elsewhere", 0): 3}
+    monkeypatch.setattr(worker, "committed_offsets", lambda bootstrap, group: committed)
+    return _Unstick(app, "127.0.0.1:1", ["view.v2"]), consumer
+
+
+def test_an_idle_worker_seeks_a_partition_short_of_its_end_back_to_its_committed_offset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unstick, consumer = _unstick(monkeypatch)
+    asyncio.run(unstick.check())
+    assert consumer.sought == []  # just started: not idle yet
+    unstick.active_at = time.monotonic() - TAIL_CHECK_S - 1
+    asyncio.run(unstick.check())
+    assert consumer.sought == [(STUCK, 11)]  # not the committed partition, not another topic's
+    asyncio.run(unstick.check())
+    assert consumer.sought == [(STUCK, 11)]  # at most once per UNSTICK_S
+    unstick.sought[STUCK] -= UNSTICK_S
+    asyncio.run(unstick.check())
+    assert consumer.sought == [(STUCK, 11), (STUCK, 11)]
+    unstick.touch()  # an agent took a record: not idle
+    unstick.sought.clear()
+    asyncio.run(unstick.check())
+    assert len(consumer.sought) == 2
