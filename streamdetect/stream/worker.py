@@ -465,8 +465,10 @@ class _Unstick:
         self.app = app
         self.bootstrap = bootstrap
         self.topics = set(topics)
-        #: When an agent last took a record (``time.monotonic``), and when each partition was sought back.
+        #: When an agent last took a record or the assignment last changed (``time.monotonic``), the
+        #: assignment then, and when each partition was sought back.
         self.active_at = time.monotonic()
+        self.assigned: frozenset[Any] = frozenset()
         self.sought: dict[Any, float] = {}
 
     @classmethod
@@ -491,9 +493,13 @@ class _Unstick:
         if app.rebalancing or getattr(app, "in_recovery", False) or time.monotonic() - self.active_at < TAIL_CHECK_S:
             return
         consumer = app.consumer
-        held = [
-            (tp, end) for tp in consumer.assignment() if tp.topic in self.topics and (end := consumer.highwater(tp))
-        ]
+        assigned = frozenset(tp for tp in consumer.assignment() if tp.topic in self.topics)
+        if assigned != self.assigned:
+            # A new assignment restarts the idle clock: a worker just given partitions has its table
+            # recovery and first fetches ahead of it, not a stall.
+            self.assigned, self.active_at = assigned, time.monotonic()
+            return
+        held = [(tp, end) for tp in assigned if (end := consumer.highwater(tp))]
         if not held:
             return
         committed = await asyncio.to_thread(committed_offsets, self.bootstrap, app.conf.id)

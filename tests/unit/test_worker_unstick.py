@@ -46,6 +46,10 @@ def test_an_idle_worker_seeks_a_partition_short_of_its_end_back_to_its_committed
     assert consumer.sought == []  # just started: not idle yet
     unstick.active_at = time.monotonic() - TAIL_CHECK_S - 1
     asyncio.run(unstick.check())
+    assert consumer.sought == []  # its first look at the assignment: the idle clock starts there
+    assert unstick.assigned == {STUCK, DONE}
+    unstick.active_at = time.monotonic() - TAIL_CHECK_S - 1
+    asyncio.run(unstick.check())
     assert consumer.sought == [(STUCK, 11)]  # not the committed partition, not another topic's
     asyncio.run(unstick.check())
     assert consumer.sought == [(STUCK, 11)]  # at most once per UNSTICK_S
@@ -56,3 +60,23 @@ def test_an_idle_worker_seeks_a_partition_short_of_its_end_back_to_its_committed
     unstick.sought.clear()
     asyncio.run(unstick.check())
     assert len(consumer.sought) == 2
+
+
+def test_a_new_assignment_restarts_the_idle_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    unstick, consumer = _unstick(monkeypatch)
+    unstick.assigned = frozenset({DONE})  # before a rebalance that brought STUCK here
+    unstick.active_at = time.monotonic() - TAIL_CHECK_S - 1
+    asyncio.run(unstick.check())
+    assert consumer.sought == []
+    assert time.monotonic() - unstick.active_at < TAIL_CHECK_S
+
+
+def test_no_seek_during_a_rebalance_or_a_table_recovery(monkeypatch: pytest.MonkeyPatch) -> None:
+    unstick, consumer = _unstick(monkeypatch)
+    unstick.assigned = frozenset({STUCK, DONE})
+    for busy in ("rebalancing", "in_recovery"):
+        setattr(unstick.app, busy, True)
+        unstick.active_at = time.monotonic() - TAIL_CHECK_S - 1
+        asyncio.run(unstick.check())
+        assert consumer.sought == []
+        setattr(unstick.app, busy, False)
