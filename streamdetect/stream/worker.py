@@ -454,7 +454,7 @@ class _Unstick:
 
     Faust's consumer was seen to leave a partition's committed offset short of the end for good after a
     rebalance, both workers idle (a hole in its acked offsets that its commits never pass: records it
-    skipped and never delivers again; docs/streaming.md, "Open: a lag that stops short of zero"). Once
+    skipped and never delivers again; docs/streaming.md, "A lag that stops short of zero"). Once
     the agents have been idle for :data:`TAIL_CHECK_S` outside a rebalance or recovery, each partition
     held here whose committed offset (the group's, from the broker) lies below the consumer's end is
     sought back to it, at most once per :data:`UNSTICK_S`: Faust delivers those records again, the agents
