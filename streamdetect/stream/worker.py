@@ -845,6 +845,10 @@ def run_worker(app: faust.App, loglevel: str = "warn") -> None:
     topology, other checks, thresholds or partition count."""
     from faust.worker import Worker  # noqa: PLC0415 (imports the event loop machinery only to run)
 
+    if loglevel != "debug":
+        # kafka-python logs every connection of the offset look-ups (tail checks, idle seeks: one admin
+        # client every few seconds while idle) at INFO: ten lines a look-up, none of them news.
+        logging.getLogger("kafka").setLevel(logging.WARNING)
     try:
         Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
     except SystemExit:
