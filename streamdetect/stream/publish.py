@@ -267,6 +267,13 @@ def read_records_keyed(bootstrap: str, topic: str, timeout_s: float = 30.0) -> l
     return [(key, value) for key, value, _ in _read_all(bootstrap, topic, timeout_s)]
 
 
+def read_records_with_keys(
+    bootstrap: str, topic: str, timeout_s: float = 30.0
+) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+    """Every record of ``topic`` as (key, value, headers), as :func:`read_records` reads them."""
+    return _read_all(bootstrap, topic, timeout_s)
+
+
 def _read_all(bootstrap: str, topic: str, timeout_s: float) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
     consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:

@@ -318,7 +318,7 @@ class DetectorService:
         try:
             self.detector.validate(merged_batch([read]))
         except StreamdetectError as refused:
-            return DeadLetter("refused", _refusal(str(refused)))
+            return _refused(str(refused))
         return None
 
     def note_source(self, source: Source) -> None:
@@ -335,8 +335,7 @@ class DetectorService:
         try:
             return self._fold([read], merged_batch([read]), offset)
         except StreamdetectError as refused:
-            # Only the reason's kind is kept (the message may quote a value): which rule refused it.
-            return Outcome(dead=DeadLetter("refused", _refusal(str(refused))))
+            return Outcome(dead=_refused(str(refused)))
 
     def handle_many(self, records: Sequence[Item]) -> list[Outcome]:
         """Fold several records (value, headers, view) in as few Detector updates as their order allows
@@ -586,12 +585,15 @@ def merged_batch(reads: Sequence[Publication]) -> Batch:
     )
 
 
-def _refusal(message: str) -> str:
-    if "never published" in message or "has published none" in message:
-        return "withdraws a row that is not published"
+def _refused(message: str) -> DeadLetter:
+    """The dead letter of a batch the Detector refused: only the kind of the rule is kept (its message may
+    quote a value). An attribute the table does not type that arrives with another type than its earlier
+    rows is ``wrong_type``, as a mistyped declared attribute is when read."""
     if "but earlier rows of it are" in message:
-        return "an attribute's type differs from earlier batches"
-    return "the detector refused the batch"
+        return DeadLetter("wrong_type", "an attribute's type differs from earlier batches")
+    if "never published" in message or "has published none" in message:
+        return DeadLetter("refused", "withdraws a row that is not published")
+    return DeadLetter("refused", "the detector refused the batch")
 
 
 def open_findings(events: Sequence[bytes]) -> dict[str, dict[str, Any]]:

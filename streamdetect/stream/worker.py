@@ -114,7 +114,12 @@ class _Outputs:
         """Send a record that cannot be folded in to the dead-letter topic, keyed by where it was read
         (``<topic>:<partition>:<offset>``): a record read again after a restart (delivery is at least
         once) is dead-lettered again under the same key, so a consumer counts it once (and a compacted
-        topic keeps one)."""
+        topic keeps one). A route record is keyed by the view record it came from (its source header):
+        the units of two route partitions that both refuse their shares of one view record send two dead
+        letters under that one key."""
+        source = source_of(headers)
+        if source is not None:
+            topic, partition, offset = source.topic, source.partition, source.offset
         labelled = [
             *headers,
             ("streamdetect-reason", letter.reason.encode()),

@@ -27,9 +27,18 @@ from streamdetect.stream.publish import (
     group_ready,
     read_records,
     read_records_keyed,
+    read_records_with_keys,
     read_topic,
 )
-from streamdetect.stream.records import Publication, encode_publication
+from streamdetect.stream.records import (
+    CONTENT_TYPES,
+    DEFAULT_MAX_BYTES,
+    HEADER_CONTENT,
+    HEADER_OP,
+    HEADER_VIEW,
+    Publication,
+    encode_publication,
+)
 from streamdetect.stream.routing import Router
 from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
@@ -125,6 +134,76 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     for value in ("Dan", "Flu", "387-399"):
         assert value not in log
         assert value not in scraped
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_poison_records_of_every_kind_are_dead_lettered_while_the_worker_goes_on(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], partitions: int
+) -> None:
+    """Issue 8, item 9, through a running worker: a record of each kind that cannot be read (not Arrow,
+    not JSON, a bad header, an unknown view, a missing, unknown or mistyped attribute, a row outside its
+    view's ``where``, over the size limit, a withdrawal of a row never published) lands in the
+    dead-letter topic with its reason and is counted, and the valid records sent around them are folded:
+    the open findings end equal to check's. With one stage and with two (the first reads, the units fold)."""
+    path = table1_topology(tmp_path, f"worker-poison-{partitions}")
+    v2 = "    attributes: [Name, ZIP, Job, Sex]\n"
+    path.write_text(path.read_text().replace(v2, v2 + "    where: \"Sex <> 'X'\"\n"))
+    topology = streamdetect.load_topology(path)
+    views = load_views(topology)
+    create_topics(topology, kafka_bootstrap)
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=partitions))
+    feed = Feed(topology, kafka_bootstrap)
+    until(lambda: group_ready(kafka_bootstrap, app_id(topology), 1), "the worker joined its group", workers[-1], 120)
+    v1, v2_rows = views["v1"], views["v2"]
+    topic = view_topic(topology, topology.views[0])
+
+    def record(rows: pl.DataFrame, **changed: str) -> tuple[bytes, list[tuple[str, bytes]]]:
+        value, headers = encode_publication(Publication("v1", "add", "poison", dt.datetime.now(dt.UTC), rows))
+        named = dict(headers) | {key: text.encode() for key, text in changed.items()}
+        return value, list(named.items())
+
+    json_lines = {HEADER_CONTENT: CONTENT_TYPES["json"]}
+    poison = {
+        "not_arrow": (b"not arrow", record(v1.head(1))[1]),
+        "not_json": (b"{not json", record(v1.head(1), **json_lines)[1]),
+        "bad_header": record(v1.head(1), **{HEADER_OP: "upsert"}),
+        "unknown_view": record(v1.head(1), **{HEADER_VIEW: "nope"}),
+        "missing_attribute": record(v1.head(1).drop("Disease")),
+        "unknown_attribute": record(v1.head(1).with_columns(pl.lit("Dan").alias("Name"))),
+        "wrong_type": record(v1.head(1).with_columns(pl.lit(7).alias("DOB"))),
+        "too_large": (b" " * (DEFAULT_MAX_BYTES + 1000), record(v1.head(1), **json_lines)[1]),
+    }
+    feed.send("v1", v1.head(2), "v1-first")
+    for value, headers in poison.values():
+        feed.producer.send(topic, value=value, headers=headers).get(timeout=30)
+    feed.send("v2", v2_rows.head(1).with_columns(pl.lit("X").alias("Sex")), "v2-outside")  # violates_where
+    feed.send("v2", v2_rows.tail(1), "v2-never", op="retract")  # refused: never published
+    feed.send("v1", v1.slice(2), "v1-rest")
+    feed.send("v2", v2_rows, "v2-all")
+
+    expected = {finding.id for finding in streamdetect.check(topology).findings}
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected,
+        "the valid records folded around the poison ones",
+        workers[-1],
+    )
+    reasons = [*poison, "violates_where", "refused"]
+
+    def letters() -> dict[str, str]:
+        """Reason by key: where the view record was read (with two stages, the units of both route
+        partitions refuse their shares of a mistyped record or a withdrawal: two letters, one key)."""
+        keyed = read_records_with_keys(kafka_bootstrap, dead_letter_topic(topology))
+        return {key.decode(): dict(headers)["streamdetect-reason"].decode() for key, _, headers in keyed}
+
+    until(lambda: len(letters()) >= len(reasons), "every poison record dead-lettered", workers[-1])
+    keyed = letters()
+    assert sorted(keyed.values()) == sorted(reasons)
+    assert {key.rsplit(":", 2)[0] for key in keyed} == {view_topic(topology, view) for view in topology.views}
+    counted = workers[-1].metrics()
+    for reason in reasons:
+        # Counted per unit partition that refused it (two stages), once per record where it was read.
+        assert 1 <= counted[f'streamdetect_dead_letters_total{{reason="{reason}"}}'] <= partitions, reason
+    assert workers[-1].process.poll() is None
 
 
 def test_a_worker_takes_a_due_snapshot_while_idle(kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]) -> None:

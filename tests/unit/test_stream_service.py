@@ -80,6 +80,22 @@ def test_a_batch_the_detector_refuses_is_a_dead_letter_and_changes_nothing() -> 
     assert service.detector.findings() == []
 
 
+def test_an_undeclared_attribute_of_another_type_than_before_is_a_wrong_type_dead_letter() -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")  # no attribute typed
+    views = load_views(topology)
+    service = DetectorService(topology)
+    service.restore({})
+    assert service.handle(*_record("v1", views["v1"].head(1), "text"), None).dead is None
+    numbers = views["v1"].slice(1, 1).with_columns(pl.lit(7).alias("DOB"))  # read as Int64: DOB was text
+    outcome = service.handle(*_record("v1", numbers, "number"), None)
+    assert outcome.dead is not None
+    assert (outcome.dead.reason, outcome.dead.detail) == (
+        "wrong_type",
+        "an attribute's type differs from earlier batches",
+    )
+    assert outcome.writes == {}
+
+
 def test_a_table_written_under_another_threshold_is_refused() -> None:
     topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
     service = DetectorService(topology, None)
