@@ -475,6 +475,9 @@ class _Unstick:
         self.active_at = time.monotonic()
         self.assigned: frozenset[Any] = frozenset()
         self.sought: dict[Any, float] = {}
+        #: The idle clock and the ends of the last look that found every partition at its end: until
+        #: either moves, a look would find the same (no broker call every few seconds while idle).
+        self.clean: tuple[float, dict[Any, int]] | None = None
 
     @classmethod
     def installed(cls, app: faust.App, bootstrap: str, topics: Iterable[str], folding: asyncio.Lock) -> _Unstick:
@@ -504,14 +507,17 @@ class _Unstick:
             # recovery and first fetches ahead of it, not a stall.
             self.assigned, self.active_at = assigned, time.monotonic()
             return
-        held = [(tp, end) for tp in assigned if (end := consumer.highwater(tp))]
-        if not held:
+        ends = {tp: end for tp in assigned if (end := consumer.highwater(tp))}
+        looked = (self.active_at, ends)
+        if not ends or self.clean == looked:
             return
         committed = await asyncio.to_thread(committed_offsets, self.bootstrap, app.conf.id)
         now = time.monotonic()
-        for tp, end in held:
-            done = committed.get((tp.topic, tp.partition), 0)
-            if done >= end or now - self.sought.get(tp, -UNSTICK_S) < UNSTICK_S or now - self.active_at < TAIL_CHECK_S:
+        done_at = {tp: committed.get((tp.topic, tp.partition), 0) for tp in ends}
+        short = [(tp, end, done_at[tp]) for tp, end in ends.items() if done_at[tp] < end]
+        self.clean = None if short else looked
+        for tp, end, done in short:
+            if now - self.sought.get(tp, -UNSTICK_S) < UNSTICK_S or now - self.active_at < TAIL_CHECK_S:
                 continue
             self.sought[tp] = now
             log.warning(

@@ -19,22 +19,31 @@ STUCK, DONE, OTHER = TP("view.v2", 0), TP("view.v2", 1), TP("elsewhere", 0)
 class _Consumer:
     def __init__(self) -> None:
         self.sought: list[tuple[TP, int]] = []
+        self.looks = 0  # committed-offset look-ups at the broker
+        self.end = 20
 
     def assignment(self) -> set[TP]:
         return {STUCK, DONE, OTHER}
 
     def highwater(self, tp: TP) -> int:
-        return 20
+        return self.end
 
     async def seek(self, tp: TP, offset: int) -> None:
         self.sought.append((tp, offset))
 
 
-def _unstick(monkeypatch: pytest.MonkeyPatch) -> tuple[_Unstick, _Consumer]:
+def _unstick(
+    monkeypatch: pytest.MonkeyPatch, committed: dict[tuple[str, int], int] | None = None
+) -> tuple[_Unstick, _Consumer]:
     consumer = _Consumer()
     app: Any = SimpleNamespace(rebalancing=False, in_recovery=False, conf=SimpleNamespace(id="g"), consumer=consumer)
-    committed = {("view.v2", 0): 11, ("view.v2", 1): 20, ("elsewhere", 0): 3}
-    monkeypatch.setattr(worker, "committed_offsets", lambda bootstrap, group: committed)
+    offsets = committed if committed is not None else {("view.v2", 0): 11, ("view.v2", 1): 20, ("elsewhere", 0): 3}
+
+    def looked_up(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+        consumer.looks += 1
+        return offsets
+
+    monkeypatch.setattr(worker, "committed_offsets", looked_up)
     return _Unstick(app, "127.0.0.1:1", ["view.v2"]), consumer
 
 
@@ -80,3 +89,19 @@ def test_no_seek_during_a_rebalance_or_a_table_recovery(monkeypatch: pytest.Monk
         asyncio.run(unstick.check())
         assert consumer.sought == []
         setattr(unstick.app, busy, False)
+
+
+def test_a_look_that_found_every_partition_at_its_end_is_not_repeated_until_something_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unstick, consumer = _unstick(monkeypatch, {("view.v2", 0): 20, ("view.v2", 1): 20})
+    unstick.assigned = frozenset({STUCK, DONE})
+    unstick.active_at = time.monotonic() - TAIL_CHECK_S - 1
+    asyncio.run(unstick.check())
+    asyncio.run(unstick.check())
+    assert (consumer.looks, consumer.sought) == (1, [])  # idle and nothing published since: no second look
+    consumer.end = 23  # records published since
+    asyncio.run(unstick.check())
+    assert (consumer.looks, consumer.sought) == (2, [(STUCK, 20), (DONE, 20)])
+    asyncio.run(unstick.check())
+    assert consumer.looks == 3  # a look that found a partition short is repeated (throttled seeks)
