@@ -102,6 +102,6 @@ def test_a_look_that_found_every_partition_at_its_end_is_not_repeated_until_some
     assert (consumer.looks, consumer.sought) == (1, [])  # idle and nothing published since: no second look
     consumer.end = 23  # records published since
     asyncio.run(unstick.check())
-    assert (consumer.looks, consumer.sought) == (2, [(STUCK, 20), (DONE, 20)])
+    assert (consumer.looks, sorted(consumer.sought)) == (2, [(STUCK, 20), (DONE, 20)])  # in any order
     asyncio.run(unstick.check())
     assert consumer.looks == 3  # a look that found a partition short is repeated (throttled seeks)
