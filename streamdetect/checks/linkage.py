@@ -112,6 +112,11 @@ def _having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
     return rows_where(frame, flags[values])
 
 
+def _same_reads(earlier: tuple[tuple[CodeFlags, int], ...], now: tuple[tuple[CodeFlags, int], ...]) -> bool:
+    """Whether two reads of masks are of the same mask objects at the same versions."""
+    return len(earlier) == len(now) and all(a is b and va == vb for (a, va), (b, vb) in zip(earlier, now, strict=True))
+
+
 def _sort_key(value: object) -> tuple[str, str]:
     # Values of one column share a type; the type name only keeps mixed test data comparable.
     return (type(value).__name__, str(value) if not isinstance(value, (int, float)) else f"{value:020.6f}")
@@ -612,6 +617,7 @@ class LinkageCheck:
         if live is not None:
             caught = self._newly_live(task, live, saturated_now, step.first_new[identifier])
             if caught is not None:
+                live = live.copy()  # the cached array is shared (_live)
                 live[caught.to_numpy()] = False  # their sets are computed whole: not again from the deltas
                 founds.append(self._whole_sets(state, task, caught, shared, step=step))
         for arrivals in step.arrivals.values():
@@ -621,7 +627,7 @@ class LinkageCheck:
             if relations is None:
                 continue
             if live is not None:
-                relations = self._live_relations(identifier, relations, live, shared)
+                relations = self._live_relations(state, task, relations, delta=arrivals.view, live=live, shared=shared)
             elif sets is not None and sets.saturated.height:
                 relations = {
                     view: self._unsaturated(state, sets, identifier, view, relation, delta=view == arrivals.view)
@@ -671,16 +677,37 @@ class LinkageCheck:
         return pl.Series(task.identifier, codes, dtype=CODE) if codes.size else None
 
     def _live_relations(
-        self, identifier: str, relations: dict[str, pl.DataFrame], live: Flags, shared: SharedWork
+        self,
+        state: LinkageState,
+        task: LinkageTask,
+        relations: dict[str, pl.DataFrame],
+        *,
+        delta: str,
+        live: Flags,
+        shared: SharedWork,
     ) -> dict[str, pl.DataFrame] | None:
         """For a task with dominating sub-tasks: a delta's relations restricted to the live codes
-        (:attr:`_dominating`) not caught up whole; None when one is left empty (the join is)."""
-        filtered = {
-            view: self._restrict(relation, pl.Series(live[relation.get_column(identifier).to_numpy()]), shared)
-            if identifier in relation.columns
-            else relation
-            for view, relation in relations.items()
-        }
+        (:attr:`_dominating`) not caught up whole; None when one is left empty (the join is).
+
+        A stored view's projection restricted to the live codes is kept per (task, view) while both the
+        projection and the live array are the same objects (:meth:`_live` hands out the same array while no
+        mask changed): a batch of another view that saturates nothing in the task's family reads it again
+        without a pass over the projection (O(projection) each, 3 ms at 452,000 rows)."""
+        identifier = task.identifier
+        filtered = {}
+        for view, relation in relations.items():
+            if identifier not in relation.columns:
+                filtered[view] = relation
+                continue
+            kept = state.live_rows.get((task.key, view)) if view != delta else None
+            if kept is not None and kept[0] is relation and kept[1] is live:
+                filtered[view] = kept[2]
+                continue
+            codes = shared.codes(relation).column(identifier)
+            restricted = self._restrict(relation, pl.Series(live[codes]), shared)
+            if view != delta:
+                state.live_rows[(task.key, view)] = (relation, live, restricted)
+            filtered[view] = restricted
         return None if any(frame.is_empty() for frame in filtered.values()) else filtered
 
     def _fold(
@@ -896,19 +923,30 @@ class LinkageCheck:
 
     def _live(self, state: LinkageState, task: LinkageTask, sets: TaskSets | None) -> Flags | None:
         """Per identifier code, whether the task must keep its set exact: saturated in every dominating
-        sub-task (:attr:`_dominating`) and not yet in this one (a new array: the caller may change it).
-        None when no code is. O(dictionary), in numpy (a few microseconds per 10,000 codes)."""
-        live: Flags | None = None
+        sub-task (:attr:`_dominating`) and not yet in this one. None when no code is. O(dictionary), in
+        numpy, when a mask it reads changed since the last call for the task; else the same array as then
+        (cached in the state, so callers must not change it: copy first). O(dominating sub-tasks)."""
+        masks = []
         for key in self._dominating[task.key]:
             below = self._sets(state, key)
             if below is None or not below.saturated.height:
                 return None
-            mask = self._mask(state, below, task.identifier).flags
-            live = mask.copy() if live is None else np.logical_and(live, mask, out=live)
-        assert live is not None
+            masks.append(self._mask(state, below, task.identifier))
         if sets is not None:
-            live &= ~self._mask(state, sets, task.identifier).flags
-        return live if live.any() else None
+            masks.append(self._mask(state, sets, task.identifier))
+        read = tuple((mask, mask.version) for mask in masks)
+        cached = state.live.get(task.key)
+        if cached is not None and _same_reads(cached[0], read):
+            return cached[1]
+        assert self._dominating[task.key], "only tasks with dominating sub-tasks have live codes"
+        live = masks[0].flags.copy()
+        for mask in masks[1 : len(self._dominating[task.key])]:
+            np.logical_and(live, mask.flags, out=live)
+        if sets is not None:
+            live &= ~masks[-1].flags
+        found = live if live.any() else None
+        state.live[task.key] = (read, found)
+        return found
 
     @staticmethod
     def _plan(state: LinkageState, key: TaskKey, view: str, size: int, others: Iterable[pl.DataFrame]) -> Plan:

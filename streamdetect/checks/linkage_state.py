@@ -70,11 +70,14 @@ class CodeFlags:
     hundred times, and a Series gather or scatter is a query (60-80 us each here) where numpy indexing
     costs a few microseconds."""
 
-    __slots__ = ("_flags", "size")
+    __slots__ = ("_flags", "size", "version")
 
     def __init__(self) -> None:
         self._flags = np.zeros(0, dtype=np.bool_)
         self.size = 0
+        #: Counts the changes (a flag set, the size grown): what was derived from the flags at one version
+        #: holds while it stays.
+        self.version = 0
 
     def fit(self, size: int) -> CodeFlags:
         """Cover codes below ``size`` (codes new since are false); returns self."""
@@ -82,7 +85,9 @@ class CodeFlags:
             grown = np.zeros(max(size, 2 * self._flags.size), dtype=np.bool_)
             grown[: self.size] = self._flags[: self.size]
             self._flags = grown
-        self.size = max(self.size, size)
+        if size > self.size:
+            self.size = size
+            self.version += 1
         return self
 
     @property
@@ -98,6 +103,7 @@ class CodeFlags:
     def set(self, codes: pl.Series, value: bool) -> None:
         """Set the flags of ``codes`` (each below :attr:`size`). O(len(codes))."""
         self._flags[codes.to_numpy()] = value
+        self.version += 1
 
 
 def where(codes: pl.Series, flags: Flags) -> pl.Series:
@@ -177,6 +183,16 @@ class LinkageState:
     #: Projections built from scratch so far: numbers each build, so that a projection grown by appends
     #: keeps its number (what was derived from a prefix of it can be carried forward).
     builds: int = field(default=0, compare=False)
+    #: Per task, its live codes (LinkageCheck._live) with the masks and their versions they were read
+    #: from: a cache, the same array while no mask changes.
+    live: dict[TaskKey, tuple[tuple[tuple[CodeFlags, int], ...], Flags | None]] = field(
+        default_factory=dict, compare=False
+    )
+    #: Per (task, view), a kept projection restricted to the task's live codes, with the projection and
+    #: the live array it was read from (both the same objects: the restriction holds).
+    live_rows: dict[tuple[TaskKey, str], tuple[pl.DataFrame, Flags, pl.DataFrame]] = field(
+        default_factory=dict, compare=False
+    )
 
     def take_changes(self) -> dict[str, bytes]:
         """The state's growth since the last call, as keyed, append-only pieces (Arrow IPC bytes).
