@@ -78,10 +78,12 @@ class CodeRelation:
         return CodeRelation(columns, [self.column(c) for c in columns], self.height)
 
     def n_unique(self, on: Sequence[str]) -> int:
-        """The number of distinct values of ``on``. O(n log n)."""
+        """The number of distinct values of ``on``: O(n + values) by flags (:func:`count_distinct`) when they
+        are few enough, else O(n log n)."""
         if not self.height:
             return 0
-        return int(np.unique(row_keys([self.column(c) for c in on])).size)
+        flagged = count_distinct(self, on)
+        return flagged if flagged is not None else int(np.unique(row_keys([self.column(c) for c in on])).size)
 
 
 def codes_only(frame: pl.DataFrame) -> bool:
@@ -107,6 +109,26 @@ def row_keys(arrays: Sequence[Codes]) -> npt.NDArray[np.uint64]:
         key = key * np.uint64(radix) + array.astype(np.uint64)
         span *= radix
     return key
+
+
+#: Distinct rows are counted with a flag per possible key up to this many keys (16 MB of flags).
+_FLAGGED_KEYS = 1 << 24
+
+
+def count_distinct(relation: CodeRelation, on: Sequence[str]) -> int | None:
+    """The number of distinct values of ``on`` (at least one column): a flag per possible value, set for
+    each row's, O(n + values), where a hash of every row costs polars 8-15 ms on one column of 450,000
+    rows; None when the columns' radices allow more than :data:`_FLAGGED_KEYS` values (count otherwise)."""
+    span = 1
+    for column in on:
+        span *= max(relation.radix(column), 1)
+    if span > _FLAGGED_KEYS:
+        return None
+    if not relation.height:
+        return 0
+    flags = np.zeros(span, dtype=np.bool_)
+    flags[row_keys([relation.column(c) for c in on])] = True
+    return int(np.count_nonzero(flags))
 
 
 def unique(relation: CodeRelation) -> CodeRelation:
