@@ -36,13 +36,42 @@ _POSITION = "\0position"
 class CodeRelation:
     """A set (or bag) of rows of dictionary codes, column by column: immutable once built."""
 
-    __slots__ = ("__weakref__", "_radix", "arrays", "columns", "height")
+    __slots__ = ("__weakref__", "_buffers", "_radix", "_used", "arrays", "columns", "height")
 
     def __init__(self, columns: Sequence[str], arrays: Sequence[Codes], height: int) -> None:
         self.columns = list(columns)
         self.arrays = list(arrays)
         self.height = height
         self._radix: dict[str, int] = {}
+        # Buffers with room to grow that ``arrays`` are the first ``height`` entries of (:meth:`grown`), and
+        # how many entries of them are written (shared by the relations grown from the same buffers).
+        self._buffers: list[Codes] | None = None
+        self._used: list[int] = [height]
+
+    def grown(self, rows: CodeRelation) -> CodeRelation:
+        """This relation with ``rows`` (the same columns, in any order) appended, as a new relation; this one
+        is unchanged. O(len(rows)) amortised: the arrays are views of buffers with room to grow, and the
+        last relation grown from them appends in place (an earlier one copies into new buffers), where a
+        stored projection grown by a batch was copied out of polars whole (at 450,000 rows, 2-3 ms a batch)."""
+        if not rows.height:
+            return self
+        height, more = self.height, rows.height
+        buffers = self._buffers
+        if buffers is None or self._used[0] != height or buffers[0].size < height + more:
+            room = height + more + max((height + more) // 8, 16 * more)
+            buffers = [np.empty(room, dtype=array.dtype) for array in self.arrays]
+            for buffer, array in zip(buffers, self.arrays, strict=True):
+                buffer[:height] = array
+            used = [height]
+        else:
+            used = self._used
+        for buffer, column in zip(buffers, self.columns, strict=True):
+            buffer[height : height + more] = rows.column(column)
+        used[0] = height + more
+        relation = CodeRelation(self.columns, [buffer[: height + more] for buffer in buffers], height + more)
+        relation._buffers, relation._used = buffers, used
+        relation._radix = {name: max(radix, rows.radix(name)) for name, radix in self._radix.items()}
+        return relation
 
     def radix(self, name: str) -> int:
         """One more than the largest code of a column (0 when empty): how many values it may hold.

@@ -201,11 +201,13 @@ class KeptCaps:
         entry = self._codes.get(id(frame))
         if entry is not None and entry[0]() is frame:
             return entry[1]
+        return self._keep_codes(frame, CodeRelation.from_frame(frame))
+
+    def _keep_codes(self, frame: pl.DataFrame, relation: CodeRelation) -> CodeRelation:
         if len(self._codes) >= self._codes_swept:
             # Swept as it doubles (most frames converted live for one batch): amortised O(1) per entry.
             self._codes = _alive(self._codes)
             self._codes_swept = max(2 * len(self._codes), 64)
-        relation = CodeRelation.from_frame(frame)
         self._codes[id(frame)] = (weakref.ref(frame), relation)
         return relation
 
@@ -253,6 +255,10 @@ class KeptCaps:
         v5 made the capped forms of v5's and v4's projections anew, 3-9 ms each, 10-15% of the batch)."""
         if new is old:
             return
+        codes = self._codes.get(id(old))
+        if codes is not None and codes[0]() is old and code_arrays.codes_only(fresh):
+            # The codes of ``new``: ``old``'s with ``fresh``'s appended (not copied out of polars again).
+            self._keep_codes(new, codes[1].grown(CodeRelation.from_frame(fresh)))
         # Carried when next asked for (:meth:`get`): a view's batch grows its projections, and their capped
         # forms are read by the batches of the other views; a frame grown again before carries the rows.
         carried = [

@@ -171,3 +171,23 @@ def test_positions_in_find_the_equal_row(rows: pl.DataFrame, large: pl.DataFrame
             assert row not in keys
         else:
             assert keys[position] == row
+
+
+@SETTINGS
+@given(frame(("A", "B"), 20), st.lists(st.tuples(st.integers(0, 5), frame(("B", "A"), 10)), max_size=8))
+def test_a_grown_relation_is_the_rows_appended_and_leaves_the_others_unchanged(
+    first: pl.DataFrame, growths: list[tuple[int, pl.DataFrame]]
+) -> None:
+    # Each growth appends to one of the relations made so far: the last in its line (in place) or an
+    # earlier one (a branch: copied), and every relation keeps its rows.
+    relations = [(CodeRelation.from_frame(first), first)]
+    for which, rows in growths:
+        base, frame_of_base = relations[which % len(relations)]
+        grown = base.grown(CodeRelation.from_frame(rows))
+        relations.append((grown, pl.concat([frame_of_base, rows.select(frame_of_base.columns)])))
+        for relation, expected in relations:
+            assert relation.to_frame().rows() == expected.rows()
+            assert relation.height == expected.height
+            for column in expected.columns:
+                top = expected.get_column(column).max()
+                assert relation.radix(column) == (0 if top is None else int(top) + 1)  # type: ignore[arg-type]
