@@ -355,6 +355,10 @@ class LinkageCheck:
         """Fold the step's arrived rows into the tasks holding one of their views, by level."""
         tasks = [task for task in self.tasks if any(view in task.channel.views for view in step.arrivals)]
         shared = SharedWork(state.caps)
+        # Restrictions of projections no longer kept (their view grew or was rebuilt) can never be read
+        # again: dropped, so the cache holds at most one restriction per (task, view) of current frames.
+        current = {id(kept.frame) for kept in state.projections.values()}
+        state.live_rows = {key: entry for key, entry in state.live_rows.items() if id(entry[0]) in current}
         # Per task, the identifier codes whose sets these rows saturated (tasks go by level, so a task's
         # dominating sub-tasks are done before it: see _apply).
         saturated_now: dict[TaskKey, pl.Series] = {}
