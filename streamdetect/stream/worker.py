@@ -91,6 +91,8 @@ class _Outputs:
         self.findings = app.topic(findings_topic(topology), **_RAW)
         self.dead_letters = app.topic(dead_letter_topic(topology), **_RAW)
         self.universal = app.topic(universal_topic(topology), **_RAW)
+        #: The route topic's name: only its records carry a source header the worker wrote.
+        self.route = route_topic(topology)
         self.table = table
         self.metrics = metrics
         self._stopping: asyncio.Future[None] | None = None
@@ -116,8 +118,9 @@ class _Outputs:
         once) is dead-lettered again under the same key, so a consumer counts it once (and a compacted
         topic keeps one). A route record is keyed by the view record it came from (its source header):
         the units of two route partitions that both refuse their shares of one view record send two dead
-        letters under that one key."""
-        source = source_of(headers)
+        letters under that one key. A view record's own source header is not read: stage one strips it
+        when it routes, so only a publisher can have set it there, and the key says where it was read."""
+        source = source_of(headers) if topic == self.route else None
         if source is not None:
             topic, partition, offset = source.topic, source.partition, source.offset
         labelled = [
