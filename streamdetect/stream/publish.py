@@ -257,24 +257,21 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[byte
 
 
 def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
-    """Every record of ``topic`` (value, headers) from its beginning to its end as of now, in order within
-    each partition (a consumer outside any group: it commits nothing and moves no one's offsets)."""
-    return [(value, headers) for _, value, headers in _read_all(bootstrap, topic, timeout_s)]
+    """Every record of ``topic`` as (value, headers) (:func:`read_records_with_keys`)."""
+    return [(value, headers) for _, value, headers in read_records_with_keys(bootstrap, topic, timeout_s)]
 
 
 def read_records_keyed(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, bytes]]:
-    """Every record of ``topic`` as (key, value), as :func:`read_records` reads them."""
-    return [(key, value) for key, value, _ in _read_all(bootstrap, topic, timeout_s)]
+    """Every record of ``topic`` as (key, value) (:func:`read_records_with_keys`)."""
+    return [(key, value) for key, value, _ in read_records_with_keys(bootstrap, topic, timeout_s)]
 
 
 def read_records_with_keys(
     bootstrap: str, topic: str, timeout_s: float = 30.0
 ) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
-    """Every record of ``topic`` as (key, value, headers), as :func:`read_records` reads them."""
-    return _read_all(bootstrap, topic, timeout_s)
-
-
-def _read_all(bootstrap: str, topic: str, timeout_s: float) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+    """Every record of ``topic`` as (key, value, headers) from its beginning to its end as of now, in order
+    within each partition (a consumer outside any group: it commits nothing and moves no one's offsets);
+    the other readers keep parts of these."""
     consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
