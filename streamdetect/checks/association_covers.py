@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -152,32 +152,38 @@ class AssociationCoverCheck:
 
         Withdrawals (``retracted``) are exact but not incremental: a withdrawn row can shrink T^v anywhere
         its PFs reach, so when a row is no longer present every capped set is recomputed from the rows
-        present (the cost of a batch check).
+        present (the cost of a batch check). So is a batch that gives a view its first rows: the view
+        joins the views read (:meth:`released`), and T^v shrinks.
         """
         attributes = {view.name: list(view.attributes) for view in self.views}
+        unknown = [name for name in batch if name not in attributes]
+        if unknown:
+            raise KeyError(f"unknown view {unknown[0]!r}")
         withdrawn = [(name, frame) for name, frame in (retracted or {}).items() if frame.height]
-        if withdrawn:
-            gone = sum(state.seen.retract(name, frame, attributes[name])[0].height for name, frame in withdrawn)
-            if gone:
-                for name, frame in batch.items():
-                    state.seen.add(name, frame, attributes[name])
-                state.sets = self.recompute(state.seen).sets
-                return
-        total = len(batch) * len(self.views) * len(self.pairs) * 2
+        gone = sum(state.seen.retract(name, frame, attributes[name])[0].height for name, frame in withdrawn)
+        # A view that gets its first rows joins T^v and shrinks it (non-monotone), like a withdrawal.
+        first = [name for name, frame in batch.items() if frame.height and not state.seen.height(name)]
+        if gone or first:
+            for name, frame in batch.items():
+                state.seen.add(name, frame, attributes[name])
+            state.sets = self.recompute(state.seen).sets
+            if progress is not None:
+                progress(1, 1)
+            return
+        active = self.released(state.seen)
+        total = len(batch) * len(active.views) * len(active.pairs) * 2
         done = 0
         for name, frame in batch.items():
-            if name not in attributes:
-                raise KeyError(f"unknown view {name!r}")
             new, positions = state.seen.add(name, frame, attributes[name])
             shared = SharedWork()
-            for identifier, sensitive in self.pairs:
-                needed = self._needed(identifier, sensitive)
-                for holder in self.views:
+            for identifier, sensitive in active.pairs:
+                needed = active._needed(identifier, sensitive)
+                for holder in active.views:
                     for target, cap in ((identifier, 2), (sensitive, self.k)):
                         done += 1
-                        if new.height and all(state.seen.height(view.name) for view in self.views):
+                        if new.height:
                             key = (holder.name, identifier, sensitive, target)
-                            self._apply(state, key, needed, name, new, positions, cap, shared)
+                            active._apply(state, key, needed, name, new, positions, cap, shared)
                         if progress is not None:
                             progress(done, total)
 
@@ -196,7 +202,7 @@ class AssociationCoverCheck:
         relations: dict[str, pl.DataFrame] = {}
         for view in self.views:
             rows = new_rows if view.name == changed else state.seen.present(view.name)
-            assert rows is not None  # every view has rows before any set is computed
+            assert rows is not None  # every view read has rows (:meth:`released`)
             columns: list[pl.Expr | pl.Series] = [pl.col(a) for a in needed[view.name]]
             if view.name == holder:
                 at = positions if view.name == changed else state.seen.present_positions(view.name)
@@ -221,20 +227,33 @@ class AssociationCoverCheck:
         work as one :meth:`update` with every row. ``seen`` is shared, not copied: do not update the result.
         """
         state = AssociationCoverState(seen=seen)
-        if not self.views or not all(seen.height(view.name) for view in self.views):
+        active = self.released(seen)
+        if not active.views:
             return state
         # The whole of one view as the "delta": its join with the others is everything.
-        changed = self.views[0].name
+        changed = active.views[0].name
         rows, positions = seen.present(changed), seen.present_positions(changed)
         assert rows is not None
         shared = SharedWork()
-        for identifier, sensitive in self.pairs:
-            needed = self._needed(identifier, sensitive)
-            for holder in self.views:
+        for identifier, sensitive in active.pairs:
+            needed = active._needed(identifier, sensitive)
+            for holder in active.views:
                 for target, cap in ((identifier, 2), (sensitive, self.k)):
                     key = (holder.name, identifier, sensitive, target)
-                    self._apply(state, key, needed, changed, rows, positions, cap, shared)
+                    active._apply(state, key, needed, changed, rows, positions, cap, shared)
         return state
+
+    def released(self, seen: SeenRows) -> AssociationCoverCheck:
+        """The check over the views that have rows present (``self`` when all have).
+
+        A projection-only view with no rows would say that the table is empty, which any view with rows
+        contradicts (no instance yields them: the definition holds vacuously for every set). On a stream
+        it is a view whose rows have not arrived, or whose every row was withdrawn; read as not released,
+        it constrains nothing and the views that have rows are checked as published (docs/design.md,
+        "Empty views"). With every view empty, nothing is found either way.
+        """
+        active = tuple(view for view in self.views if seen.height(view.name))
+        return self if len(active) == len(self.views) else replace(self, views=active)
 
     def merge(self, state: AssociationCoverState, other: AssociationCoverState) -> Delta[AssociationCoverFinding]:
         """Fold another partition's state in, exactly, by replaying its rows."""
@@ -244,8 +263,9 @@ class AssociationCoverCheck:
         """Every minimal association cover below k, in dictionary codes, with the views whose projection
         facts give it. No decoding: comparable across states that share dictionaries."""
         covers: dict[tuple[str, str, Any, frozenset[Any]], set[str]] = {}
-        for identifier, sensitive in self.pairs:
-            for holder in self.views:
+        active = self.released(state.seen)
+        for identifier, sensitive in active.pairs:
+            for holder in active.views:
                 ids = state.sets.get((holder.name, identifier, sensitive, identifier))
                 values = state.sets.get((holder.name, identifier, sensitive, sensitive))
                 if ids is None or values is None:

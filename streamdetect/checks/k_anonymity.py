@@ -47,7 +47,7 @@ def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityChe
     threshold = topology.threshold("k-anonymity", k)
     effective = effective_dependencies(topology.views, schema.functional_dependencies)
     selections = [view.name for view in topology.views if view.where is not None]
-    names = tuple(view.name for view in topology.views)
+    names = topology.views
     if effective and selections:
         pairs = [(e, p) for e in schema.identifiers for p in schema.sensitive]
         cases = {
@@ -109,17 +109,38 @@ def _cover_key(finding: AssociationCoverFinding) -> CoverKey:
     )
 
 
+def released(topology: Topology, views: Mapping[str, pl.DataFrame]) -> Topology:
+    """The topology with the views the check reads given these rows (``topology`` when it reads all).
+
+    A view with no rows is read as published empty: no row of the table satisfies its selection (Yao et
+    al.'s I^v, with only the complement tuple set F_i0 = ¬C_i for it). A view with no rows and no
+    selection would say that the table is empty, which any view with rows contradicts (no instance
+    yields them, and the definition then holds vacuously for every set); on a stream it is a view whose
+    rows have not arrived, or were all withdrawn: it is left out, and the views with rows are checked as
+    published (docs/design.md, "Empty views").
+    """
+    kept = tuple(
+        view
+        for view in topology.views
+        if view.where is not None or (view.name in views and not views[view.name].is_empty())
+    )
+    if len(kept) == len(topology.views):
+        return topology
+    return replace(topology, views=kept)
+
+
 def _recomputed_covers(
     topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, k: int | None
 ) -> list[AssociationCoverFinding] | None:
-    """The covers a fresh run of the topology's method finds, or None when it needs a table not given."""
-    check = k_anonymity_check(topology, k)
+    """The covers a fresh run of the topology's method finds over the views it reads (:func:`released`),
+    or None when that method needs a table not given."""
+    check = k_anonymity_check(released(topology, views), k)
     if isinstance(check, RecomputedCheck):
         if check.needs_table and table is None:
             return None
-        return check.compute({name: frame.unique() for name, frame in views.items()}, table)
+        return check.result(RowsState(views=dict(views), table=table))
     state = check.initialize()
-    check.add(state, views)
+    check.add(state, {name: frame for name, frame in views.items() if any(v.name == name for v in check.views)})
     return check.result(state)
 
 
@@ -237,10 +258,13 @@ class KAnonymity:
     def _recomputed_result(self, state: RowsState) -> list[AssociationCoverFinding]:
         method = self.method
         assert isinstance(method, RecomputedCheck)
-        found = method.result(state)  # nothing until every view (and the table, when read) has rows
+        topology = self.topology
+        if released(topology, state.views) is topology:
+            found = method.result(state)
+        else:
+            found = _recomputed_covers(topology, state.views, state.table, self.k) or []
         if not found:
             return found
-        topology = self.topology
 
         def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
             narrower = restricted(topology, subset, {(key[0], key[2]) for key in wanted})
@@ -289,4 +313,4 @@ class KAnonymity:
 def _has_rows(state: KAnonymityState) -> bool:
     if isinstance(state, AssociationCoverState):
         return any(state.seen.height(name) for name in state.seen.rows)
-    return bool(state.views)
+    return bool(state.views) or state.table is not None

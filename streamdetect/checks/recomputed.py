@@ -10,7 +10,7 @@ the same code; each update recomputes the result and returns what it raised and 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +19,7 @@ import polars as pl
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, _Identified, diff
 from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
+from streamdetect.model.topology import ViewDefinition
 
 F = TypeVar("F", bound=_Identified)
 Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
@@ -63,12 +64,13 @@ class RowsState:
 class RecomputedCheck(Generic[F]):
     """A check recomputed per batch by ``compute(views, table)``, behind the incremental interface.
 
-    ``views`` names every view: like the incremental checks, nothing is found until each has rows
-    (and the table's, when ``needs_table``).
+    ``views`` are the views ``compute`` reads: one with no rows (none published yet, or every row
+    withdrawn) is given to it as an empty frame, which it reads as the view published empty. Nothing is
+    found without the table's rows when ``needs_table``.
     """
 
     compute: Compute[F]
-    views: tuple[str, ...]
+    views: tuple[ViewDefinition, ...]
     #: whether ``compute`` reads the private table's rows (publisher-side methods)
     needs_table: bool = False
 
@@ -120,16 +122,27 @@ class RecomputedCheck(Generic[F]):
             state.table = table_rows if state.table is None else pl.concat([state.table, table_rows])
 
     def result(self, state: RowsState) -> list[F]:
-        """The findings for every row seen (none until every view has rows)."""
-        if any(name not in state.views or state.views[name].is_empty() for name in self.views):
-            return []  # every row of a view withdrawn: as if it had published none
-        if self.needs_table and (state.table is None or state.table.is_empty()):
+        """The findings for every row seen (none without the table's rows when ``needs_table``)."""
+        if self.needs_table and state.table is None:
             return []
-        return self.compute({name: frame.unique() for name, frame in state.views.items()}, state.table)
+        return self.compute(frames_of(self.views, state.views), state.table)
 
     def merge(self, state: RowsState, other: RowsState) -> Delta[F]:
         """Fold another partition's rows in."""
         return self.update(state, other.views, other.table)
+
+
+def frames_of(views: Sequence[ViewDefinition], kept: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The distinct rows kept of each view, an empty frame for a view with none (its columns typed as
+    another view's frame types them, else null-typed: an empty frame is never joined)."""
+    types = {name: dtype for frame in kept.values() for name, dtype in frame.schema.items()}
+    frames = {}
+    for view in views:
+        frame = kept.get(view.name)
+        if frame is None:
+            frame = pl.DataFrame(schema={a: types.get(a, pl.Null) for a in view.attributes})
+        frames[view.name] = frame.unique()
+    return frames
 
 
 def _withdrawn(
