@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.protocol import Batch
@@ -72,6 +72,9 @@ def _with_withdrawals(
     states = []
     for batch in batches:
         retracted = {name: _sample(rows, rng) for name, rows in present.items() if rows.height and rng.random() < 0.5}
+        for name, rows in present.items():
+            if rows.height and rng.random() < 0.15:  # withdraw every row: the view is left empty
+                retracted[name] = rows
         retracted_table = _sample(table, rng) if table is not None and table.height and rng.random() < 0.5 else None
         added = dict(batch.views)
         for name, frames in withdrawn.items():
@@ -97,8 +100,12 @@ def _with_withdrawals(
 
 
 def _fresh(path: Path, views: dict[str, pl.DataFrame], table: pl.DataFrame | None) -> list[str]:
-    detector = Detector(load_topology(path))
-    detector.update(Batch(views={name: rows for name, rows in views.items() if rows.height}, table=table))
+    """The findings of ``check`` on the rows present: every view given, those with no rows as empty frames
+    (the Detector under test saw some of them never, some emptied by withdrawals)."""
+    topology = load_topology(path)
+    loaded, _ = load_data(topology, with_table=False)
+    detector = Detector(topology)
+    detector.update(Batch(views={name: views.get(name, frame.clear()) for name, frame in loaded.items()}, table=table))
     return sorted(f.id for f in detector.findings())
 
 
@@ -114,6 +121,13 @@ def _conform(path: Path, rng: random.Random) -> None:
     topology = load_topology(path)
     views, table = load_data(topology, with_table=topology.table.source is not None)
     batches, states = _with_withdrawals(_pieces(views, table, rng), rng)
+    # What the edges drawn were (shown by pytest --hypothesis-show-statistics).
+    if table is not None and table.is_empty():
+        event("an empty table")
+    if any(frame.is_empty() for frame in views.values()):
+        event("a view published with no rows")
+    if any(name in present and present[name].is_empty() for present, _ in states for name in views):
+        event("a view emptied by withdrawals")
     detector = Detector(topology)
     replica = Detector(topology)
     live: dict[str, object] = {}
@@ -202,7 +216,9 @@ def _random_topologies(draw: st.DrawFn) -> tuple[str, str]:
     Half are chains of views from the identifier to one sensitive attribute (with the identifier the key
     and one selection on every view, Yao et al.'s key-path and matching subcases of section 6.3), half
     views over random attributes (the association covers, the cell procedure, the conservative check).
-    The topology's YAML text and the table's CSV text."""
+    The edges are drawn: an empty table, one-row tables, selections no row satisfies (views published
+    with no rows); the batches add withdrawals that empty a view. The topology's YAML text and the
+    table's CSV text."""
     attributes = list(_NAMES[: draw(st.integers(4, 5))])
     identifier, rest = attributes[0], attributes[1:]
     chain = draw(st.booleans())
@@ -211,7 +227,8 @@ def _random_topologies(draw: st.DrawFn) -> tuple[str, str]:
     quasi = draw(st.lists(st.sampled_from(others), min_size=1, max_size=2, unique=True))
     dependency = draw(st.sampled_from(["none", "key", "key", "pair"] if chain else ["none", "key", "pair"]))
     fds: list[str] = []
-    rows = [[i, *(draw(st.integers(0, 2)) for _ in rest)] for i in range(draw(st.integers(2, 7)))]
+    # An empty table and one-row tables too (every view then empty, or every class of one row).
+    rows = [[i, *(draw(st.integers(0, 2)) for _ in rest)] for i in range(draw(st.integers(0, 7)))]
     if dependency == "key":
         fds.append(f"{identifier} -> {', '.join(rest)}")
     elif dependency == "pair" and len(others) >= 2:
@@ -223,7 +240,11 @@ def _random_topologies(draw: st.DrawFn) -> tuple[str, str]:
 
     def selection() -> str:
         on = draw(st.sampled_from(rest))
-        return f'    where: "{on} {draw(st.sampled_from(["<", "<>", "="]))} {draw(st.integers(0, 2))}"'
+        # Values are 0..2: "> 2" and "= 3" select no row (the view is published empty).
+        operator, value = draw(
+            st.tuples(st.sampled_from(["<", "<>", "="]), st.integers(0, 2)) | st.sampled_from([(">", 2), ("=", 3)])
+        )
+        return f'    where: "{on} {operator} {value}"'
 
     views: list[str] = []
     if chain:

@@ -14,13 +14,14 @@ from streamdetect.checks.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 from tests.reference import association_cover_reference, satisfies
+from tests.registered import k_anonymity_covers
 
 ATTRIBUTES = ("A", "B", "C")
 
 
 @st.composite
 def publications(draw: st.DrawFn) -> dict[str, Any]:
-    table = draw(st.lists(st.fixed_dictionaries({a: st.integers(0, 1) for a in ATTRIBUTES}), min_size=1, max_size=4))
+    table = draw(st.lists(st.fixed_dictionaries({a: st.integers(0, 1) for a in ATTRIBUTES}), min_size=0, max_size=4))
     lhs = draw(st.sampled_from(ATTRIBUTES))
     rhs = draw(st.sampled_from([a for a in ATTRIBUTES if a != lhs]))
     assume(satisfies(table, [((lhs,), rhs)]))
@@ -64,3 +65,8 @@ def test_conservative_check_never_misses(case: dict[str, Any]) -> None:
         ATTRIBUTES, case["views"], case["rows"], [case["identifier"]], [case["sensitive"]], case["k"], [case["fd"]]
     )
     assert {value for _, value, _, _ in truth} <= flagged
+    # The registered check (the method the topology calls for), fed as ``check`` and as a stream feeds it.
+    parts = (ATTRIBUTES, case["identifier"], case["sensitive"], views, frames, case["k"])
+    for present_only in (False, True):
+        covers = k_anonymity_covers(*parts, dependencies=dependencies, table=table, present_only=present_only)
+        assert {value for _, value, _, _ in truth} <= {value for value, _ in covers}
