@@ -138,8 +138,12 @@ def _numeric_family(dtype: pl.DataType) -> pl.DataType | None:
     return None
 
 
-def _infer(files: Sequence[_File], column: str, compared_with_text: bool) -> pl.DataType:
-    """The one type of an undeclared attribute across every file that holds it (module docstring)."""
+def _infer(
+    files: Sequence[_File], column: str, compared_with_text: bool, compared_with: pl.DataType | None = None
+) -> pl.DataType:
+    """The one type of an undeclared attribute across every file that holds it (module docstring);
+    ``compared_with``: the numeric type of the numbers a ``where`` compares it with, which decides when no
+    file read holds a value of it (it is in no file, or only in files with no rows)."""
     holders = [(file, file.frame.get_column(column)) for file in files if column in file.frame.columns]
     typed = {file.path: series.dtype for file, series in holders if series.dtype != pl.String()}
     parquet_text = [file.path for file, series in holders if series.dtype == pl.String() and not file.untyped]
@@ -158,6 +162,8 @@ def _infer(files: Sequence[_File], column: str, compared_with_text: bool) -> pl.
         return pl.String()
     texts = [series for _, series in holders]
     whole = pl.concat(texts) if texts else pl.Series([], dtype=pl.String())
+    if compared_with is not None and whole.drop_nulls().len() == 0:
+        return compared_with
     for candidate in (pl.Int64(), pl.Float64()):
         if whole.drop_nulls().len() > 0 and _round_trips(whole, candidate):
             return candidate
@@ -173,6 +179,21 @@ def _text_attributes(topology: Topology) -> set[str]:
         for attribute, value in literals_of(view.where)
         if isinstance(value, str)
     }
+
+
+def _numeric_attributes(topology: Topology) -> dict[str, pl.DataType]:
+    """Attributes some ``where`` compares with a number: Int64 when every such number is whole, else
+    Float64 (their type when no file read shows a value of them)."""
+    found: dict[str, pl.DataType] = {}
+    for view in topology.views:
+        if view.where is None:
+            continue
+        for attribute, value in literals_of(view.where):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            whole = isinstance(value, int) and found.get(attribute, pl.Int64()) == pl.Int64()
+            found[attribute] = pl.Int64() if whole else pl.Float64()
+    return found
 
 
 def _conjuncts(predicate: Predicate) -> list[Predicate]:
@@ -249,6 +270,7 @@ def _read_files(topology: Topology, with_table: bool) -> tuple[list[_File], _Fil
 def _attribute_types(topology: Topology, files: Sequence[_File]) -> dict[str, pl.DataType]:
     """One type per attribute: declared, else inferred across every file without losing a value."""
     text_attributes = _text_attributes(topology)
+    numeric_attributes = _numeric_attributes(topology)
     dtypes: dict[str, pl.DataType] = {}
     for attribute in topology.table.attributes:
         declared = topology.table.types.get(attribute)
@@ -256,7 +278,8 @@ def _attribute_types(topology: Topology, files: Sequence[_File]) -> dict[str, pl
             dtypes[attribute] = DTYPES[declared]
             continue
         try:
-            dtypes[attribute] = _infer(files, attribute, attribute in text_attributes)
+            compared_with = numeric_attributes.get(attribute)
+            dtypes[attribute] = _infer(files, attribute, attribute in text_attributes, compared_with)
         except TopologyError as exc:
             raise TopologyError(exc.problem, file=topology.path, key=f"table.attributes.{attribute}") from None
     return dtypes

@@ -109,6 +109,25 @@ def test_an_attribute_compared_with_text_is_text(tmp_path: Path) -> None:
     assert frame.get_column("zip").to_list() == ["22030", "22031"]
 
 
+@pytest.mark.parametrize(("where", "dtype"), [("age >= 65", pl.Int64), ("age > 64.5 OR age = 70", pl.Float64)])
+def test_an_attribute_with_no_value_read_compared_with_a_number_is_numeric(
+    tmp_path: Path, where: str, dtype: type[pl.DataType]
+) -> None:
+    """The selected view is empty (a header only) and no other file read holds the attribute: the numbers
+    it is compared with give its type (text would refuse the selection, and with it the empty view)."""
+    (tmp_path / "old.csv").write_text("pid,age,diagnosis\n")
+    (tmp_path / "young.csv").write_text("pid,diagnosis\na,x\n")
+    (tmp_path / "topology.yaml").write_text(
+        "table:\n  attributes: [pid, age, diagnosis]\n  identifiers: [pid]\n  sensitive: [diagnosis]\n"
+        f'views:\n  - {{name: old, attributes: [pid, age, diagnosis], where: "{where}", source: old.csv}}\n'
+        f'  - {{name: young, attributes: [pid, diagnosis], where: "NOT ({where})", source: young.csv}}\n'
+    )
+    views = load_views(load_topology(tmp_path / "topology.yaml"))
+    assert views["old"].schema["age"] == dtype
+    assert views["old"].is_empty()
+    assert views["young"].height == 1
+
+
 def test_iso_dates_are_read_when_declared(tmp_path: Path) -> None:
     (tmp_path / "v.csv").write_text("pid,born,diagnosis\na,1995-03-05,x\n")
     (tmp_path / "topology.yaml").write_text(
