@@ -101,8 +101,10 @@ class ConservativeCoverCheck:
         if not holders or not any(identifier in view.attributes for view in self.views):
             return []
         signatures: dict[Any, list[Any]] = {}
+        unshown: set[tuple[Any, ...]] = set()
         if any(view.where is not None for view in self.views):
             signatures = _swap_signatures(self.views, views, table, sensitive)
+            unshown = _unshown_signatures(self.views, sensitive)
         for holder in holders if not signatures else []:
             columns = self.signature_attributes(holder, identifier, sensitive)
             rows = views[holder.name].drop_nulls(sensitive)
@@ -120,6 +122,8 @@ class ConservativeCoverCheck:
         findings = []
         names = tuple(sorted(view.name for view in holders))
         for a, b in associations.sort([identifier, sensitive]).iter_rows():
+            if tuple(signatures.get(b, ())) in unshown:
+                continue  # b swaps with infinitely many values no row holds: never fewer than k
             others = sorted((symmetric.get(b, {b}) - {b}) - held[a], key=str)
             if len(others) < self.k - 1:
                 findings.append(
@@ -167,6 +171,34 @@ def _swap_signatures(
             for value in values:
                 signatures[value].append(_truth_table(definition.where, sensitive, value))
     return signatures
+
+
+def _unshown_signatures(definitions: Sequence[ViewDefinition], sensitive: str) -> set[tuple[Any, ...]]:
+    """The swap signatures of the values of P that no row holds and no view shows, one per region of
+    values that every selection mentioning P treats alike and that holds infinitely many (representatives
+    of the literals P is compared with, as for the cells). Such a value is shown by no view projecting P
+    and makes each selection true for the same tuples as its region; a value of the table with the same
+    signature swaps with every one of them (none is associated with any identifier), so it has k - 1
+    symmetric values whatever k: Theorem 6 clears it. A view that selects no row hides P's values this way."""
+    literals = {
+        value
+        for definition in definitions
+        if definition.where is not None
+        for attribute, value in literals_of(definition.where)
+        if attribute == sensitive
+    }
+    found = set()
+    for region in representatives(literals, 2):
+        if not region.unbounded:
+            continue
+        parts: list[Any] = []
+        for definition in definitions:
+            if sensitive in definition.attributes:
+                parts.append(frozenset())
+            if definition.where is not None and sensitive in definition.selection_attributes:
+                parts.append(_truth_table(definition.where, sensitive, region.value))
+        found.add(tuple(parts))
+    return found
 
 
 def _truth_table(condition: Predicate, sensitive: str, value: Any) -> tuple[bool | None, ...]:

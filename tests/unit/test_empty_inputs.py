@@ -104,3 +104,26 @@ def test_withdrawals_that_empty_a_view(tmp_path: Path, check: str) -> None:
     # Published again, the findings come back.
     detector.update(Batch(views={"v3": views["v3"]}))
     assert len(_subjects(detector, check)) == SUBJECTS[check]
+
+
+def test_views_that_select_no_row_hide_every_value_from_the_conservative_check(tmp_path: Path) -> None:
+    """With an effective FD and selections, k-anonymity is the conservative check (swap signatures). Views
+    that select no row show no value of P: every value swaps with infinitely many that no row holds, so no
+    association is at risk. (Figure 9 alone flagged every association of the table.)"""
+    (tmp_path / "t.csv").write_text("A,B,C,D\n0,0,0,0\n1,0,0,0\n")
+    views = [
+        f'  - {{name: v{i}, attributes: [{pair}], where: "B < 0"}}' for i, pair in enumerate(["A, C", "C, D", "D, B"])
+    ]
+    head = ["name: hidden", "table:", "  attributes: {A: int, B: int, C: int, D: int}", "  identifiers: [A]"]
+    head += ["  sensitive: [B]", "  functional_dependencies: ['A -> B, C, D']", "  source: t.csv", "views:"]
+    path = tmp_path / "topology.yaml"
+    path.write_text("\n".join([*head, *views, "checks:", "  k-anonymity: {k: 2}"]) + "\n")
+    assert _checked(path).findings() == []
+    # v2 published without selection shows (D, B) = (0, 0) for every row: B = 0 for everyone, a real
+    # violation, which the conservative check flags (exact false).
+    path.write_text(path.read_text().replace('[D, B], where: "B < 0"', "[D, B]"))
+    found = _checked(path).findings()
+    assert sorted((f.identifier_value, f.sensitive_values, f.exact) for f in found) == [
+        (0, (0,), False),
+        (1, (0,), False),
+    ]
