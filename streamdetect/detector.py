@@ -35,6 +35,10 @@ from streamdetect.windowing import Step, Window
 
 #: The prefix of the window's state pieces (no check has this name).
 WINDOW_KEY = "window"
+#: The prefix of the pieces that say which inputs have arrived (``inputs/table``: a batch of the table).
+INPUTS_KEY = "inputs"
+#: What a check that reads the private table lacks until a batch of it arrives.
+NO_TABLE = "no row of the private table has arrived"
 #: Version of the snapshot envelope (each check's state carries its own version inside).
 SNAPSHOT_VERSION = 1
 
@@ -64,6 +68,15 @@ def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> li
             key="table.quasi_identifiers",
         )
     return names
+
+
+def table_readers(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
+    """The checks of a run (:func:`checks_to_run`) that read the private table's rows."""
+    return [
+        name
+        for name in checks_to_run(topology, checks)
+        if REGISTRY[name].build(topology, None, None).properties.needs_table
+    ]
 
 
 def fingerprint(topology: Topology, checks: Mapping[str, Check[Any, Any]], max_level: int | None) -> str:
@@ -127,6 +140,10 @@ class Detector:
         #: The type of each attribute as the first batch that held it gave it: later batches must agree
         #: (dictionary codes and joins are per attribute), or a check would fail half-way through.
         self.dtypes: dict[str, pl.DataType] = {}
+        #: Whether a batch of the private table was folded in (one with no rows counts: an empty table),
+        #: and whether a piece says so already (:meth:`changes`).
+        self.table_seen = False
+        self._table_written = False
 
     def validate(self, batch: Batch) -> None:
         """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
@@ -150,6 +167,14 @@ class Detector:
 
     def _validate_shape(self, batch: Batch) -> None:
         attributes = self.attributes
+        table = self.topology.table.attributes
+        for kind, frame in (("rows", batch.table), ("withdrawn rows", batch.retracted_table)):
+            if frame is not None and set(frame.columns) != set(table):
+                raise TopologyError(
+                    f"batch: {kind} of the table have columns {', '.join(frame.columns)}; "
+                    f"the table has {', '.join(sorted(table))}",
+                    file=self.topology.path,
+                )
         for kind, frames in (("rows", batch.views), ("retracted rows", batch.retracted)):
             for name, frame in frames.items():
                 if name not in attributes:
@@ -177,6 +202,8 @@ class Detector:
             for column, dtype in frame.schema.items():
                 self.dtypes.setdefault(column, dtype)
         deltas = {name: check.update(self.states[name], folded, progress) for name, check in self.checks.items()}
+        if batch.table is not None or batch.retracted_table is not None:
+            self.table_seen = True
         if step is not None:
             assert self.window is not None
             self.window.commit(step)
@@ -196,6 +223,19 @@ class Detector:
         state = self.states.get("linkage")
         return state.seen.decoded() if state is not None else None
 
+    def incomplete(self) -> dict[str, str]:
+        """Per check that cannot see an input its answer needs, why, as a sentence for an operator: the
+        checks that read the private table until a batch of it arrives (on a stream the table has its own
+        topic; ``check`` refuses to run them without ``table.source``). A check listed here may report
+        fewer findings than there are: never read its silence as clean."""
+        if self.table_seen:
+            return {}
+        return {
+            name: f"{check.properties.table_reason or 'it reads the private table'}, and {NO_TABLE}"
+            for name, check in self.checks.items()
+            if check.properties.needs_table
+        }
+
     def findings(self) -> list[Any]:
         """Every open finding, per check in report order."""
         return [finding for name, check in self.checks.items() for finding in check.result(self.states[name])]
@@ -214,6 +254,9 @@ class Detector:
         }
         if self.window is not None:
             pieces |= {f"{WINDOW_KEY}/{key}": piece for key, piece in self.window.changes().items()}
+        if self.table_seen and not self._table_written:
+            pieces[f"{INPUTS_KEY}/table"] = b""
+            self._table_written = True
         return pieces
 
     def apply_changes(self, pieces: Mapping[str, bytes]) -> None:
@@ -222,6 +265,9 @@ class Detector:
         by_check: dict[str, dict[str, bytes]] = {}
         for key, piece in pieces.items():
             name, _, rest = key.partition("/")
+            if name == INPUTS_KEY:
+                self.table_seen = self._table_written = self.table_seen or rest == "table"
+                continue
             if name not in self.checks and (name != WINDOW_KEY or self.window is None):
                 raise StateError(f"state piece {key!r} belongs to no check run here")
             by_check.setdefault(name, {})[rest] = piece
@@ -248,6 +294,7 @@ class Detector:
             },
             # The column types earlier batches fixed, as an empty frame's schema (Arrow IPC).
             "dtypes": frame_to_text(pl.DataFrame(schema=self.dtypes)),
+            "inputs": ["table"] if self.table_seen else [],
         }
         if self.window is not None:
             document["window"] = self.window.to_document()
@@ -283,6 +330,7 @@ class Detector:
         self.states = decoded
         self.dtypes = dtypes
         self.window = window
+        self.table_seen = self._table_written = "table" in document.get("inputs", [])
 
 
 def _frames(batch: Batch) -> list[tuple[str, pl.DataFrame]]:

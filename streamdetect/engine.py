@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import polars as pl
@@ -66,13 +66,19 @@ class Withdrawal:
     error: str | None = None
 
 
+#: The exit code of a report with no finding that fails the run and a check incomplete.
+EXIT_INCOMPLETE = 4
+
+
 @dataclass(frozen=True)
 class Report:
     """The findings of a run, typed, with the summary of each check.
 
-    ``exit_code`` is what the CLI returns: 0 when nothing is found, 1 when something is.
-    ``accepted``: ids of findings accepted by a baseline (they do not fail the run); ``impact``: per view,
-    what withholding it would clear (``check --impact``), most cleared first.
+    ``exit_code`` is what the CLI returns: 0 when nothing is found, 1 when something is, 4 when nothing is
+    and a check is incomplete. ``accepted``: ids of findings accepted by a baseline (they do not fail the
+    run); ``impact``: per view, what withholding it would clear (``check --impact``), most cleared first;
+    ``incomplete``: per check that could not see an input it needs (a worker's, as ``findings`` reads it),
+    why: its findings may be fewer than there are.
     """
 
     topology: str
@@ -80,6 +86,7 @@ class Report:
     findings: tuple[Finding, ...]
     accepted: frozenset[str] = frozenset()
     impact: tuple[Withdrawal, ...] | None = None
+    incomplete: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -90,8 +97,11 @@ class Report:
         return [f for f in self.findings if f.id not in self.accepted and (fail_on == "any" or f.certain)]
 
     def exit_code_for(self, fail_on: FailOn) -> int:
-        """1 when a finding gates the run (:meth:`gating`), else 0."""
-        return 1 if self.gating(fail_on) else 0
+        """1 when a finding gates the run (:meth:`gating`), else 4 when a check is incomplete (its silence
+        is not clean), else 0."""
+        if self.gating(fail_on):
+            return 1
+        return EXIT_INCOMPLETE if self.incomplete else 0
 
     @property
     def certain_count(self) -> int:
@@ -128,6 +138,7 @@ class Report:
             },
             "findings": [finding.to_dict() for finding in self.findings],
             **({"impact": [withdrawal.__dict__ for withdrawal in self.impact]} if self.impact is not None else {}),
+            **({"incomplete": dict(self.incomplete)} if self.incomplete else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:

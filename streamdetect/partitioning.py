@@ -29,6 +29,7 @@ import dataclasses
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import polars as pl
 
@@ -97,15 +98,27 @@ class Plan:
         table = dataclasses.replace(self.topology.table, identifiers=(unit.identifier,))
         return dataclasses.replace(self.topology, table=table), self.split
 
-    def rows_for(self, unit: Unit, view: str, rows: pl.DataFrame) -> pl.DataFrame:
-        """The rows of ``view`` the unit must see: those whose identifier value falls in its bucket when
-        the view holds its identifier and values are bucketed, else all of them."""
+    @cached_property
+    def _whole_reads_table(self) -> bool:
+        return any(REGISTRY[name].build(self.topology, None, None).properties.needs_table for name in self.whole)
+
+    def reads_table(self, unit: Unit) -> bool:
+        """Whether the unit runs a check that reads the private table (only the whole unit can: the split
+        checks never do)."""
+        return unit.identifier is None and self._whole_reads_table
+
+    def rows_for(self, unit: Unit, view: str | None, rows: pl.DataFrame) -> pl.DataFrame:
+        """The rows of ``view`` (None: of the private table) the unit must see: those whose identifier value
+        falls in its bucket when the view holds its identifier and values are bucketed, else all of them;
+        the table's rows only where a check reads them."""
         identifier = unit.identifier
+        if view is None:
+            return rows if self.reads_table(unit) else rows.clear()
         if identifier is None or self.buckets == 1 or identifier not in self.topology.view(view).attributes:
             return rows
         return rows.filter(value_partitions(rows.get_column(identifier), self.buckets) == unit.bucket)
 
-    def route(self, view: str, rows: pl.DataFrame) -> dict[Unit, pl.DataFrame]:
+    def route(self, view: str | None, rows: pl.DataFrame) -> dict[Unit, pl.DataFrame]:
         """The rows of ``view`` each unit must see (units that see none are left out)."""
         shares = {unit: self.rows_for(unit, view, rows) for unit in self.units()}
         return {unit: share for unit, share in shares.items() if share.height}

@@ -19,7 +19,8 @@ EXIT_INTERNAL = 3
 EXIT_CODES = (
     "Exit codes: 0 nothing found (or nothing that fails the run); 1 findings that fail the run; "
     "2 bad input: the topology, a data file or an option (one line naming the file, the key path or row, "
-    "and what is wrong); 3 internal error, a bug (STREAMDETECT_DEBUG=1 shows the traceback)."
+    "and what is wrong); 3 internal error, a bug (STREAMDETECT_DEBUG=1 shows the traceback); 4 (findings) "
+    "no finding fails the run, but a check is incomplete: the worker has not seen an input it needs."
 )
 
 

@@ -146,25 +146,26 @@ def findings(
     topology: Path, bootstrap: str, output_format: str, as_json: bool, output: Path | None, limit: int, fail_on: FailOn
 ) -> None:
     """The findings open now on TOPOLOGY's findings topic (written by `streamdetect worker`), reported as
-    `check` reports them, with the same exit codes."""
+    `check` reports them, with the same exit codes; and the checks the worker reported incomplete (an
+    input they read, the private table, not seen): then exit code 4 when nothing fails the run."""
     from streamdetect.stream.publish import read_topic  # noqa: PLC0415 (the Kafka client loads only here)
-    from streamdetect.stream.service import open_findings  # noqa: PLC0415
+    from streamdetect.stream.service import fold_events  # noqa: PLC0415
     from streamdetect.stream.topics import findings_topic  # noqa: PLC0415
 
     model = load_topology(topology)
     names = checks_to_run(model, None)
-    opened = open_findings(read_topic(bootstrap, findings_topic(model)))
     try:
+        opened, incomplete = fold_events(read_topic(bootstrap, findings_topic(model)))
         rebuilt = [finding_from_dict(body) for body in opened.values()]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise TopologyError(f"a finding event of the findings topic is malformed: {exc}") from None
+        raise TopologyError(f"an event of the findings topic is malformed: {exc}") from None
     order = {name: i for i, name in enumerate(names)}
     rebuilt.sort(
         key=lambda f: (order.get(f.check, len(order)), finding_order(f) if isinstance(f, LinkageFinding) else (f.id,))
     )
     counts = {name: sum(1 for f in rebuilt if f.check == name) for name in names}
     summaries = Detector(model, names).summaries(counts)
-    report = Report(model.name, tuple(summaries), tuple(rebuilt))
+    report = Report(model.name, tuple(summaries), tuple(rebuilt), incomplete=incomplete)
     _emit(report, "json" if as_json else output_format, output, limit, fail_on)
 
 

@@ -9,7 +9,9 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from streamdetect.cli.errors import fail_cleanly
-from streamdetect.io.sources import load_views
+from streamdetect.detector import table_readers
+from streamdetect.errors import TopologyError
+from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import duration_seconds, load_topology
 from streamdetect.stream.service import COMPACT_BYTES
 
@@ -42,16 +44,45 @@ BOOTSTRAP = click.option(
     help="Record values as Arrow IPC or JSON lines.",
 )
 @click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True, help="Of topics created.")
+@click.option(
+    "--table/--no-table",
+    "send_table",
+    default=None,
+    help="Stream table.source to the table's topic too [default: when a configured check reads the table].",
+)
 @fail_cleanly
 def publish(
-    topology: Path, bootstrap: str, batch_rows: int, rate: float | None, loop: bool, form: str, partitions: int
+    topology: Path,
+    bootstrap: str,
+    batch_rows: int,
+    rate: float | None,
+    loop: bool,
+    form: str,
+    partitions: int,
+    send_table: bool | None,
 ) -> None:
-    """Create TOPOLOGY's topics and stream each view's file into its topic, batch by batch."""
+    """Create TOPOLOGY's topics and stream each view's file into its topic, batch by batch (and the private
+    table's rows into the table's topic, for the checks that read it)."""
     from streamdetect.stream.publish import publish as send  # noqa: PLC0415 (the Kafka client loads only here)
+    from streamdetect.stream.topics import table_topic  # noqa: PLC0415
 
     model = load_topology(topology)
-    views = load_views(model)
-    total = None if loop else sum(frame.height for frame in views.values())
+    readers = table_readers(model)
+    if send_table is None:
+        send_table = bool(readers)
+    if send_table and model.table.source is None:
+        if readers:
+            click.echo(
+                f"warning: the {', '.join(readers)} check(s) read the private table, and the topology gives no "
+                f"table.source: a worker reports them incomplete until the table's rows arrive on "
+                f"{table_topic(model)}",
+                err=True,
+            )
+            send_table = False
+        else:
+            raise TopologyError("--table: the topology gives no table.source", file=model.path, key="table.source")
+    views, table = load_data(model, with_table=send_table)
+    total = None if loop else sum(frame.height for frame in views.values()) + (table.height if table is not None else 0)
     with Progress(
         TextColumn("publishing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
     ) as bar:
@@ -66,6 +97,7 @@ def publish(
             form=form,  # type: ignore[arg-type]
             partitions=partitions,
             progress=lambda rows: bar.advance(task, rows),
+            table=table,
         )
     for name in sent.rows:
         click.echo(f"{name}: {sent.rows[name]:,} rows in {sent.records[name]:,} records", err=True)

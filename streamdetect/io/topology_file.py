@@ -48,6 +48,7 @@ _TABLE_KEYS = {
     "functional_dependencies",
     "multivalued_dependencies",
     "source",
+    "topic",
 }
 _VIEW_KEYS = {"name", "attributes", "where", "source", "topic"}
 #: Kafka's legal topic names.
@@ -170,6 +171,7 @@ def _table(ctx: _Context, raw: Any) -> TableSchema:
     multivalued = _multivalued(ctx, table.get("multivalued_dependencies"), attributes)
     source = _resolve(ctx, table["source"], "table.source") if table.get("source") is not None else None
     name = ctx.text(table.get("name", "table"), "table.name")
+    topic = _topic(ctx, table.get("topic"), "table.topic")
     return TableSchema(
         name=name,
         attributes=attributes,
@@ -180,7 +182,16 @@ def _table(ctx: _Context, raw: Any) -> TableSchema:
         multivalued_dependencies=multivalued,
         types=types,
         source=source,
+        topic=topic,
     )
+
+
+def _topic(ctx: _Context, raw: Any, key: str) -> str | None:
+    """A ``topic:`` key: a legal Kafka topic name, or None when absent (the default name)."""
+    topic = ctx.text(raw, key) if raw is not None else None
+    if topic is not None and not _TOPIC.match(topic):
+        raise ctx.fail(key, f"{topic!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
+    return topic
 
 
 def _dependencies(ctx: _Context, raw: Any, attributes: Sequence[str]) -> tuple[FunctionalDependency, ...]:
@@ -272,9 +283,7 @@ def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition,
             raise ctx.fail(f"{key}.source", "missing, and there is no table.source to compute the view from")
         else:
             source = None
-        topic = ctx.text(view["topic"], f"{key}.topic") if view.get("topic") is not None else None
-        if topic is not None and not _TOPIC.match(topic):
-            raise ctx.fail(f"{key}.topic", f"{topic!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
+        topic = _topic(ctx, view.get("topic"), f"{key}.topic")
         views.append(ViewDefinition(name, attributes, where, where_text, source, topic))
     return tuple(views)
 

@@ -48,6 +48,7 @@ class TableSchema:
 
     ``types`` maps an attribute to its declared type, or omits it when the type is inferred from the data.
     ``source`` is the path of the table's rows, when the publisher gives them (what-if checks).
+    ``topic`` is the Kafka topic its rows stream on (``None``: the default name, ``stream/topics.py``).
     """
 
     name: str
@@ -59,6 +60,7 @@ class TableSchema:
     multivalued_dependencies: tuple[MultivaluedDependency, ...] = ()
     types: Mapping[str, AttributeType] = field(default_factory=dict)
     source: str | None = None
+    topic: str | None = None
 
 
 @dataclass(frozen=True)

@@ -245,8 +245,13 @@ def _withhold(report: Report) -> Block | None:
 
 
 def _summary(report: Report, fail_on: FailOn) -> str:
+    blind = ""
+    if report.incomplete:
+        reasons = "; ".join(f"{name}: {why}" for name, why in report.incomplete.items())
+        blind = f"; INCOMPLETE, findings may be missing ({reasons})"
     if not report.findings:
-        return f"no disclosure in topology {report.topology!r}; exit code 0"
+        found = "no disclosure found" if report.incomplete else "no disclosure"
+        return f"{found} in topology {report.topology!r}{blind}; exit code {report.exit_code_for(fail_on)}"
     certain = report.certain_count
     parts = [f"{name}: {count}" for name, count in report.by_check().items()]
     accepted = sum(1 for f in report.findings if f.id in report.accepted)
@@ -254,6 +259,6 @@ def _summary(report: Report, fail_on: FailOn) -> str:
     gate = " (failing on certain findings only)" if fail_on == "certain" else ""
     return (
         f"{len(report.findings)} disclosure(s), {certain} certain and {len(report.findings) - certain} possible "
-        f"({'; '.join(parts)}){baseline} in topology {report.topology!r}; exit code "
+        f"({'; '.join(parts)}){baseline} in topology {report.topology!r}{blind}; exit code "
         f"{report.exit_code_for(fail_on)}{gate}"
     )

@@ -2,7 +2,8 @@
 
 One test suite per check, one test case per finding (named by what it discloses, with its id); a finding
 that does not fail the run (accepted by the baseline, or possible under ``--fail-on certain``) is a
-skipped case, and a check with no finding is one passing case. Built with the standard library's
+skipped case, and a check with no finding is one passing case; a check that could not see an input it
+needs (a worker's, as ``findings`` reads it) has an erroring case ``incomplete``. Built with the standard library's
 ElementTree, which escapes every value.
 """
 
@@ -49,15 +50,20 @@ def junit_xml(report: Report, fail_on: FailOn = "any") -> str:
     for summary in report.checks:
         findings = [f for f in report.findings if f.check == summary.name]
         failures = sum(1 for f in findings if f.id in gating)
+        blind = report.incomplete.get(summary.name)
         suite = ET.SubElement(
             root,
             "testsuite",
             name=f"{report.topology}.{summary.name}",
-            tests=str(max(1, len(findings))),
+            tests=str(max(1, len(findings)) + (1 if blind is not None and findings else 0)),
             failures=str(failures),
+            errors=str(1 if blind is not None else 0),
             skipped=str(len(findings) - failures),
         )
-        if not findings:
+        if blind is not None:  # a check that could not see its input is never a passing case
+            case = ET.SubElement(suite, "testcase", classname=f"streamdetect.{summary.name}", name="incomplete")
+            ET.SubElement(case, "error", message=blind, type="incomplete")
+        elif not findings:
             ET.SubElement(suite, "testcase", classname=f"streamdetect.{summary.name}", name="no disclosure")
         for finding in findings:
             case = ET.SubElement(suite, "testcase", classname=f"streamdetect.{summary.name}", name=_name(finding))

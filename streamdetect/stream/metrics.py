@@ -89,10 +89,22 @@ class WorkerMetrics:
             ["check", "kind"],
             registry=r,
         )
+        self.missing = Gauge(
+            "streamdetect_inputs_missing",
+            "1 while a check cannot see an input it needs (the private table: no row of it has arrived), else 0.",
+            ["input", "check"],
+            registry=r,
+        )
         self._open: dict[str, tuple[str, str, str]] = {}
+        self._readers: list[str] = []
 
-    def examined(self, summaries: Iterable[Any]) -> None:
-        """Set the tasks gauge from the Detector's check summaries (channels and tasks per check)."""
+    def examined(self, summaries: Iterable[Any], table_readers: Iterable[str] = ()) -> None:
+        """Set the tasks gauge from the Detector's check summaries (channels and tasks per check), and the
+        inputs-missing gauge of the checks that read the table to 1 until the state says otherwise
+        (:meth:`inputs`): a worker that has not seen the table does not know it."""
+        self._readers = list(table_readers)
+        for check in self._readers:
+            self.missing.labels("table", check).set(1)
         for summary in summaries:
             self.tasks.labels(summary.name, "channels").set(summary.channels)
             self.tasks.labels(summary.name, "tasks").set(summary.tasks)
@@ -100,6 +112,18 @@ class WorkerMetrics:
             # 0, not absent, until the first finding is raised or cleared.
             self.raised.labels(summary.name)
             self.cleared.labels(summary.name)
+
+    def inputs(self, incomplete: Iterable[str]) -> None:
+        """The checks that cannot see the table now (:meth:`Detector.incomplete`): their gauge 1, the
+        other readers' 0."""
+        missing = set(incomplete)
+        for check in self._readers:
+            self.missing.labels("table", check).set(1 if check in missing else 0)
+
+    def status(self, outcome: Outcome) -> None:
+        """The inputs-missing gauge from an outcome that reports a change of status (any outcome)."""
+        if outcome.incomplete is not None:
+            self.inputs(outcome.incomplete)
 
     def record(self, outcome: Outcome, seconds: float) -> None:
         """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`), read and folded
@@ -111,18 +135,19 @@ class WorkerMetrics:
 
     def consumed(self, publication: Publication) -> None:
         """Count a record read from a view topic."""
-        self.records.labels(publication.view).inc()
-        self.rows.labels(publication.view, publication.op).inc(publication.rows.height)
+        self.records.labels(publication.label).inc()
+        self.rows.labels(publication.label, publication.op).inc(publication.rows.height)
 
     def folded(self, outcome: Outcome, seconds: float) -> None:
         """Count what folding a record (a unit's share of it, with a route stage) led to."""
+        self.status(outcome)
         if outcome.dead is not None:
             self.dead_letters.labels(outcome.dead.reason).inc()
             return
         publication = outcome.publication
         assert publication is not None
         if outcome.replayed:
-            self.replayed.labels(publication.view).inc()
+            self.replayed.labels(publication.label).inc()
             return
         if outcome.merged:  # folded with a later record of its run, which counts the run's effects
             return

@@ -2,7 +2,8 @@
 topics back.
 
 How a publisher, a test or a demo feeds the detector (``streamdetect publish``). Batches go round-robin
-across views, as a publication of several views interleaves them; each is one record
+across views, as a publication of several views interleaves them, the private table's (for the checks
+that read it, on its own topic) taking its turn as one more input; each is one record
 (:mod:`streamdetect.stream.records`) keyed by its batch id, so a view's batches spread over the topic's
 partitions. A batch whose record would exceed the record size limit is split in halves until it fits.
 Withdrawals are the publisher's to send (``op: retract``) once their rows were published: Kafka orders
@@ -17,7 +18,7 @@ import itertools
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,27 +27,53 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, SaslAuthenticationFailedError, TopicAlreadyExistsError
 
+from streamdetect.detector import table_readers
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
-from streamdetect.stream.records import DEFAULT_MAX_BYTES, Format, Publication, encode_publication
+from streamdetect.stream.records import (
+    DEFAULT_MAX_BYTES,
+    TABLE_LABEL,
+    Carried,
+    Format,
+    Publication,
+    Topic,
+    encode_publication,
+)
 from streamdetect.stream.security import from_environment
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
+from streamdetect.stream.topics import (
+    dead_letter_topic,
+    findings_topic,
+    route_topic,
+    table_topic,
+    universal_topic,
+    view_topic,
+)
 
 Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass
 class Published:
-    """What a run sent: records and rows per view."""
+    """What a run sent: records and rows per view (the table's under :data:`TABLE_LABEL`)."""
 
     records: dict[str, int]
     rows: dict[str, int]
 
 
+def input_topics(topology: Topology, checks: Sequence[str] | None = None) -> dict[str, Topic]:
+    """The topics a worker reads, with what each carries: every view's, and the private table's when a
+    check of the run reads it (:func:`~streamdetect.detector.table_readers`)."""
+    topics: dict[str, Topic] = {view_topic(topology, view): view.name for view in topology.views}
+    if table_readers(topology, checks):
+        topics[table_topic(topology)] = Carried.TABLE
+    return topics
+
+
 def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> list[str]:
-    """Create the view, findings and dead-letter topics that do not exist yet; the names created."""
-    names = [view_topic(topology, view) for view in topology.views]
-    names += [findings_topic(topology), dead_letter_topic(topology)]
+    """Create the input (views, table), findings and dead-letter topics that do not exist yet; the names
+    created."""
+    names = [*input_topics(topology), findings_topic(topology), dead_letter_topic(topology)]
     return _create_missing(bootstrap, dict.fromkeys(names, partitions), "streamdetect-publish")
 
 
@@ -95,7 +122,8 @@ def prepare_worker_topics(
         _create_missing(bootstrap, {universal_topic(topology): partitions}, "streamdetect-worker")
     route = route_topic(topology)
     one, many = f"{application}-state-changelog", f"{application}-units-changelog"
-    counts = topic_partitions(bootstrap, [*(view_topic(topology, v) for v in topology.views), route, one, many])
+    inputs = list(input_topics(topology))
+    counts = topic_partitions(bootstrap, [*inputs, route, one, many])
     other, mine = (many, one) if partitions == 1 else (one, many)
     if other in counts:
         raise BrokerError(
@@ -108,10 +136,10 @@ def prepare_worker_topics(
             f"start the workers with --partitions {counts[mine]}, or delete the application's topics to start afresh"
         )
     if partitions == 1:
-        wide = sorted(view_topic(topology, v) for v in topology.views if counts.get(view_topic(topology, v), 1) > 1)
+        wide = sorted(name for name in inputs if counts.get(name, 1) > 1)
         if wide:
             raise BrokerError(
-                f"a worker of one partition keeps the whole state and reads view topics of one partition; "
+                f"a worker of one partition keeps the whole state and reads input topics of one partition; "
                 f"{', '.join(wide)} has more: start the workers with --partitions N to share the work "
                 "(docs/streaming.md)"
             )
@@ -168,8 +196,9 @@ def _connect(kind: type[Client], bootstrap: str, **settings: Any) -> Client:
         ) from None
 
 
-def batches(views: Mapping[str, pl.DataFrame], batch_rows: int) -> Iterator[tuple[str, pl.DataFrame]]:
-    """Each view's rows in batches of ``batch_rows``, round-robin across views."""
+def batches(views: Mapping[K, pl.DataFrame], batch_rows: int) -> Iterator[tuple[K, pl.DataFrame]]:
+    """Each view's rows in batches of ``batch_rows``, round-robin across views (and the table, under
+    None, as one more)."""
     offsets = dict.fromkeys(views, 0)
     while any(offsets[name] < frame.height for name, frame in views.items()):
         for name, frame in views.items():
@@ -179,7 +208,7 @@ def batches(views: Mapping[str, pl.DataFrame], batch_rows: int) -> Iterator[tupl
 
 
 def _records(
-    view: str, rows: pl.DataFrame, form: Format, max_bytes: int
+    view: str | None, rows: pl.DataFrame, form: Format, max_bytes: int
 ) -> Iterator[tuple[bytes, list[tuple[str, bytes]], int]]:
     """One batch as records under the size limit (halved until each fits)."""
     publication = Publication(view, "add", uuid.uuid4().hex, dt.datetime.now(dt.UTC), rows)
@@ -204,10 +233,13 @@ def publish(
     partitions: int = 1,
     max_bytes: int = DEFAULT_MAX_BYTES,
     progress: Callable[[int], None] | None = None,
+    table: pl.DataFrame | None = None,
 ) -> Published:
     """Create the topics, then send every view's rows in batches (forever with ``loop``, replaying the
     same rows under new batch ids); ``rate``: at most that many rows per second over all views.
-    ``progress`` gets the rows sent since its last call. Waits until every record is acknowledged."""
+    ``progress`` gets the rows sent since its last call. ``table``: the private table's rows, sent to its
+    topic in batches taking their turn with the views' (an empty table as one record with no rows: the
+    worker then knows it has the table, and that it is empty). Waits until every record is acknowledged."""
     create_topics(topology, bootstrap, partitions)
     producer = _connect(
         KafkaProducer,
@@ -217,22 +249,29 @@ def publish(
         linger_ms=5,
         max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
     )
-    topics = {view.name: view_topic(topology, view) for view in topology.views}
-    sent = Published(records=dict.fromkeys(views, 0), rows=dict.fromkeys(views, 0))
+    topics: dict[str | None, str] = {view.name: view_topic(topology, view) for view in topology.views}
+    topics[None] = table_topic(topology)
+    inputs: dict[str | None, pl.DataFrame] = {}
+    inputs.update(views)
+    if table is not None:
+        inputs[None] = table
+    labels = {name: TABLE_LABEL if name is None else name for name in inputs}
+    sent = Published(records=dict.fromkeys(labels.values(), 0), rows=dict.fromkeys(labels.values(), 0))
     started = time.monotonic()
     total = 0
     failures: list[BaseException] = []
     try:
         for _ in itertools.count() if loop else range(1):
-            for name, rows in batches(views, batch_rows):
+            empty = [(None, table.clear())] if table is not None and table.is_empty() else []
+            for name, rows in [*empty, *batches(inputs, batch_rows)]:
                 for value, headers, count in _records(name, rows, form, max_bytes):
                     key = dict(headers)["streamdetect-batch"]
                     future = producer.send(topics[name], value=value, key=key, headers=headers)
                     future.add_errback(failures.append)
                     if failures:
                         raise failures[0]
-                    sent.records[name] += 1
-                    sent.rows[name] += count
+                    sent.records[labels[name]] += 1
+                    sent.rows[labels[name]] += count
                     total += count
                     if progress is not None:
                         progress(count)

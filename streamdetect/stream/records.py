@@ -1,10 +1,12 @@
-"""Kafka records of published views: one record is one publication batch of one view.
+"""Kafka records of published views, and of the private table: one record is one batch of one of them.
 
 The value is the batch's rows, as Arrow IPC (a stream: the fast form, types travel with the data) or as
 JSON lines (one object per row, for hand-written publishers); the headers say what the rows are:
 
 ========================  =====================================================================
 ``streamdetect-view``     the view's name (else the topic tells, :mod:`streamdetect.stream.topics`)
+``streamdetect-table``    instead of a view: the rows are the private table's (its name; the
+                          table's topic tells as well), for the checks that read it
 ``streamdetect-op``       ``add`` (rows published) or ``retract`` (rows withdrawn)
 ``streamdetect-batch``    the batch's id (a replayed record carries the same id)
 ``streamdetect-published``  the publication time, ISO 8601 with a UTC offset
@@ -12,7 +14,7 @@ JSON lines (one object per row, for hand-written publishers); the headers say wh
 ========================  =====================================================================
 
 Reading is as strict as reading files (:mod:`streamdetect.io.sources`): the rows must hold exactly the
-view's attributes, each of its declared type (an undeclared attribute takes the type its first record
+view's (the table's) attributes, each of its declared type (an undeclared attribute takes the type its first record
 brings, and the Detector holds every later batch to it), and satisfy the view's ``where``. A record that
 fails is not half read: :func:`decode_record` returns a :class:`DeadLetter` with a reason (one of
 :data:`REASONS`, fit for a metric label) and a detail that names the header, attribute or row but
@@ -26,6 +28,7 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Literal
 
 import polars as pl
@@ -38,6 +41,7 @@ Format = Literal["arrow", "json"]
 Op = Literal["add", "retract"]
 CONTENT_TYPES: dict[Format, str] = {"arrow": "application/vnd.apache.arrow.stream", "json": "application/x-ndjson"}
 HEADER_VIEW = "streamdetect-view"
+HEADER_TABLE = "streamdetect-table"
 HEADER_OP = "streamdetect-op"
 HEADER_BATCH = "streamdetect-batch"
 HEADER_PUBLISHED = "streamdetect-published"
@@ -62,15 +66,33 @@ _ROWS_SHOWN = 5
 Headers = Sequence[tuple[str, bytes]]
 
 
+class Carried(Enum):
+    """What a topic carries besides a view: the private table's rows (its topic, :func:`table_topic`)."""
+
+    TABLE = "table"
+
+
+#: What a record's topic says it carries, when its headers do not: a view's name, the table, or nothing.
+Topic = str | Carried | None
+#: The metric label and log name of the private table's records (views are labelled by their names).
+TABLE_LABEL = "(table)"
+
+
 @dataclass(frozen=True)
 class Publication:
-    """A batch of one view's rows, published or withdrawn at ``published``."""
+    """A batch of one view's rows (``view`` None: of the private table's), published or withdrawn at
+    ``published``."""
 
-    view: str
+    view: str | None
     op: Op
     batch_id: str
     published: dt.datetime
     rows: pl.DataFrame
+
+    @property
+    def label(self) -> str:
+        """The view's name, or :data:`TABLE_LABEL` for the table's rows (a metric label, a log name)."""
+        return TABLE_LABEL if self.view is None else self.view
 
 
 @dataclass(frozen=True)
@@ -100,8 +122,9 @@ def encode_publication(publication: Publication, form: Format = "arrow") -> tupl
             for row in publication.rows.iter_rows(named=True)
         )
         value = "\n".join(lines).encode()
+    named = (HEADER_VIEW, publication.view.encode()) if publication.view is not None else (HEADER_TABLE, b"")
     headers = [
-        (HEADER_VIEW, publication.view.encode()),
+        named,
         (HEADER_OP, publication.op.encode()),
         (HEADER_BATCH, publication.batch_id.encode()),
         (HEADER_PUBLISHED, publication.published.isoformat().encode()),
@@ -131,7 +154,7 @@ def universal_records(
     headers = [
         (HEADER_CHANNEL, channel.encode()),
         (HEADER_LEVEL, str(level).encode()),
-        (HEADER_VIEW, publication.view.encode()),
+        (HEADER_VIEW, publication.label.encode()),
         (HEADER_BATCH, publication.batch_id.encode()),
         (HEADER_PUBLISHED, publication.published.isoformat().encode()),
         (HEADER_CONTENT, CONTENT_TYPES["arrow"].encode()),
@@ -150,31 +173,24 @@ def decode_record(
     value: bytes | None,
     headers: Headers,
     *,
-    view: str | None = None,
+    view: Topic = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Publication | DeadLetter:
-    """Read one record: the publication, or why it cannot be read. ``view``: the view its topic carries,
-    when the record has no view header. O(size of the record)."""
+    """Read one record: the publication, or why it cannot be read. ``view``: what its topic carries (a
+    view's name, or :attr:`Carried.TABLE`), when the record's headers do not say. O(size of the record)."""
     try:
         return _decode(topology, value, headers, view, max_bytes)
     except _Unreadable as unreadable:
         return unreadable.letter
 
 
-def _decode(
-    topology: Topology, value: bytes | None, headers: Headers, view_name: str | None, max_bytes: int
-) -> Publication:
+def _decode(topology: Topology, value: bytes | None, headers: Headers, carried: Topic, max_bytes: int) -> Publication:
     if value is None:
         raise _Unreadable("not_arrow", "the record has no value")
     if len(value) > max_bytes:
         raise _Unreadable("too_large", f"the record has {len(value):,} bytes, over the limit of {max_bytes:,}")
     fields = _headers(headers)
-    name = fields.get(HEADER_VIEW, view_name)
-    if name is None:
-        raise _Unreadable("bad_header", f"no {HEADER_VIEW} header and no topic to tell the view")
-    definition = next((candidate for candidate in topology.views if candidate.name == name), None)
-    if definition is None:
-        raise _Unreadable("unknown_view", f"the topology has no view named by the {HEADER_VIEW} header")
+    definition, table = _definition(topology, fields, carried)
     op = fields.get(HEADER_OP, "add")
     if op not in ("add", "retract"):
         raise _Unreadable("bad_header", f"{HEADER_OP} must be 'add' or 'retract'")
@@ -191,7 +207,27 @@ def _decode(
     batch = fields.get(HEADER_BATCH)
     if not batch:
         raise _Unreadable("bad_header", f"no {HEADER_BATCH} header (a replayed record must be known as one)")
-    return Publication(definition.name, op, batch, published, rows)  # type: ignore[arg-type]
+    return Publication(None if table else definition.name, op, batch, published, rows)  # type: ignore[arg-type]
+
+
+def _definition(topology: Topology, fields: dict[str, str], carried: Topic) -> tuple[ViewDefinition, bool]:
+    """What the record's rows are, and whether they are the table's: the view its header (else its topic)
+    names, or the private table (its header, or the table's topic), read as a view of all its attributes
+    with no selection."""
+    if HEADER_TABLE in fields or carried is Carried.TABLE:
+        if HEADER_VIEW in fields:
+            raise _Unreadable(
+                "bad_header",
+                f"a record of the table (its {HEADER_TABLE} header or topic) has a {HEADER_VIEW} header",
+            )
+        return ViewDefinition(topology.table.name, topology.table.attributes), True
+    name = fields.get(HEADER_VIEW, carried if isinstance(carried, str) else None)
+    if name is None:
+        raise _Unreadable("bad_header", f"no {HEADER_VIEW} header and no topic to tell the view")
+    definition = next((candidate for candidate in topology.views if candidate.name == name), None)
+    if definition is None:
+        raise _Unreadable("unknown_view", f"the topology has no view named by the {HEADER_VIEW} header")
+    return definition, False
 
 
 def _headers(headers: Headers) -> dict[str, str]:
@@ -280,7 +316,8 @@ def _same_attributes(columns: list[str], view: ViewDefinition, where: str) -> No
     extra = [name for name in columns if name not in view.attributes]
     if extra:
         raise _Unreadable(
-            "unknown_attribute", f"{where} has attribute(s) {', '.join(map(repr, extra))} the view does not publish"
+            "unknown_attribute",
+            f"{where} has attribute(s) {', '.join(map(repr, extra))} that {view.name!r} does not hold",
         )
 
 

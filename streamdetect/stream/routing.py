@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
-from streamdetect.stream.records import DEFAULT_MAX_BYTES, HEADER_VIEW, DeadLetter, Headers, Publication, decode_record
+from streamdetect.stream.records import (
+    DEFAULT_MAX_BYTES,
+    HEADER_TABLE,
+    HEADER_VIEW,
+    DeadLetter,
+    Headers,
+    Publication,
+    Topic,
+    decode_record,
+)
 from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.
@@ -67,7 +76,7 @@ class Router:
         self.max_bytes = max_bytes
         self.partitions = sorted({plan.partition_of(unit) for unit in plan.units()})
 
-    def handle(self, value: bytes | None, headers: Headers, view: str | None, source: Source | None = None) -> Routed:
+    def handle(self, value: bytes | None, headers: Headers, view: Topic, source: Source | None = None) -> Routed:
         """The record's routed records: its value and headers as they came (the view named in a header,
         as the route topic does not tell it), once per partition holding a unit. O(size of the record).
         With its ``source`` (where it was read) in a header of each; a record that cannot be read is
@@ -78,8 +87,10 @@ class Router:
             marked = [] if source is None else [(p, b"", [*origin, (HEADER_MARKER, b"dead")]) for p in self.partitions]
             return Routed(dead=read, records=marked)
         assert value is not None  # a record without a value is a dead letter
-        named = [(key, raw) for key, raw in headers or () if key not in (HEADER_VIEW, HEADER_SOURCE, HEADER_MARKER)]
-        named += [(HEADER_VIEW, read.view.encode()), *origin]
+        dropped = (HEADER_VIEW, HEADER_TABLE, HEADER_SOURCE, HEADER_MARKER)
+        named = [(key, raw) for key, raw in headers or () if key not in dropped]
+        said = (HEADER_VIEW, read.view.encode()) if read.view is not None else (HEADER_TABLE, b"")
+        named += [said, *origin]
         return Routed(publication=read, records=[(partition, value, named) for partition in self.partitions])
 
 
@@ -182,13 +193,7 @@ class Units:
         read = decode_record(self.plan.topology, value, headers, max_bytes=_ROUTED_MAX_BYTES)
         if isinstance(read, DeadLetter):
             return Outcome(dead=read)
-        shares: list[tuple[DetectorService, Publication]] = []
-        for unit in self.plan.units_in(partition):
-            service = self.service(unit)
-            rows = self.plan.rows_for(unit, read.view, read.rows)
-            # With a window, every record moves the unit's time on, rows for it or not.
-            if (rows.height or service.detector.window is not None) and read.batch_id not in service.applied:
-                shares.append((service, dataclasses.replace(read, rows=rows)))
+        shares = self._shares(partition, read)
         if not shares:
             return Outcome(replayed=True, publication=read)
         if len(shares) > 1:  # atomic across units: none folds it if one would refuse it
@@ -207,7 +212,36 @@ class Units:
             merged.raised += outcome.raised
             merged.cleared += outcome.cleared
             merged.universal += outcome.universal
+            if outcome.incomplete is not None:
+                merged.incomplete = outcome.incomplete
         return merged
+
+    def _shares(self, partition: int, read: Publication) -> list[tuple[DetectorService, Publication]]:
+        """The units of ``partition`` that fold ``read``, each with its share of the rows (those that have
+        folded its batch already left out)."""
+        shares = []
+        for unit in self.plan.units_in(partition):
+            service = self.service(unit)
+            rows = self.plan.rows_for(unit, read.view, read.rows)
+            # With a window, every view record moves the unit's time on, rows for it or not; the table's
+            # records go to the units that read the table, even with no rows (an empty table is seen).
+            moves = service.detector.window is not None and read.view is not None
+            table = read.view is None and self.plan.reads_table(unit)
+            if (rows.height or moves or table) and read.batch_id not in service.applied:
+                shares.append((service, dataclasses.replace(read, rows=rows)))
+        return shares
+
+    def announce(self, partition: int) -> Outcome:
+        """The status events of the units of ``partition`` that have not reported their checks' status
+        since this worker got it (:meth:`DetectorService.status`; restoring them from the table first)."""
+        announced = Outcome()
+        for unit in self.plan.units_in(partition):
+            service = self.service(unit)
+            if service.table_readers and service.reported is None:
+                status = service.status(Outcome())
+                announced.events += status.events
+                announced.incomplete = status.incomplete
+        return announced
 
     def revoke(self, partitions: Iterable[int]) -> None:
         """Forget the units of partitions taken away: another worker goes on with them."""

@@ -29,6 +29,7 @@ from streamdetect.stream.records import (
     DEFAULT_MAX_BYTES,
     DeadLetter,
     Publication,
+    Topic,
     decode_record,
     universal_records,
 )
@@ -109,8 +110,9 @@ class Source:
         return cls(topic, int(partition), int(offset))
 
 
-#: A record as the worker reads it: value, headers, and the view its topic carries (None: a header says).
-Item = tuple[bytes | None, Sequence[tuple[str, bytes]], str | None]
+#: A record as the worker reads it: value, headers, and what its topic carries (a view's name, the table;
+#: None: a header says).
+Item = tuple[bytes | None, Sequence[tuple[str, bytes]], Topic]
 
 
 @dataclass
@@ -133,6 +135,29 @@ class Outcome:
     universal: list[tuple[bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
     #: Table keys to delete once ``writes`` are stored: the entries a snapshot among them replaces.
     deletes: list[str] = field(default_factory=list)
+    #: The checks that cannot see an input they need, with why (:meth:`Detector.incomplete`), when that
+    #: changed with this record (its status events are among ``events``); None: unchanged.
+    incomplete: dict[str, str] | None = None
+
+
+#: The key prefix of status events on the findings topic (``incomplete/<check>``): the last event under a
+#: key says whether that check sees every input it needs.
+STATUS_PREFIX = "incomplete/"
+
+
+def status_events(incomplete: Mapping[str, str], readers: Sequence[str]) -> list[tuple[bytes, bytes]]:
+    """Findings-topic records saying which checks are blind to an input: ``{"event": "incomplete",
+    "check", "input": "table", "reason"}`` for each check of ``incomplete``, ``{"event": "complete",
+    "check", "input": "table"}`` for the other ``readers`` (the checks that read the table), each keyed
+    ``incomplete/<check>``. A consumer keeps the last event per check (:func:`fold_events`)."""
+    records = []
+    for check in readers:
+        if check in incomplete:
+            body = {"event": "incomplete", "check": check, "input": "table", "reason": incomplete[check]}
+        else:
+            body = {"event": "complete", "check": check, "input": "table"}
+        records.append(((STATUS_PREFIX + check).encode(), json.dumps(body, separators=(",", ":")).encode()))
+    return records
 
 
 def finding_event(
@@ -227,6 +252,10 @@ class DetectorService:
         self.segments: list[dict[str, bytes]] = [{}]
         #: Whether rows were withdrawn since the last snapshot (always, with a time window).
         self.withdrew = False
+        #: The checks that read the private table, and which were reported incomplete last (None: no
+        #: status reported since this service started: the next one reports it whatever it is).
+        self.table_readers = [name for name, check in self.detector.checks.items() if check.properties.needs_table]
+        self.reported: dict[str, str] | None = None
 
     @property
     def state_bytes(self) -> int:
@@ -305,7 +334,7 @@ class DetectorService:
         self.restored = True
         log.info("state restored: %d pieces, %d batches folded in", pieces, len(self.applied))
 
-    def handle(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], view: str | None) -> Outcome:
+    def handle(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], view: Topic) -> Outcome:
         """Fold one record in (atomically: a batch the Detector refuses changes nothing and is a dead
         letter with reason ``refused``)."""
         read = decode_record(self.topology, value, headers, view=view, max_bytes=self.max_bytes)
@@ -424,6 +453,28 @@ class DetectorService:
         threshold = self._threshold()
         if threshold is not None and self.since_snapshot >= threshold * (FORCED_FACTOR if self.defer_compaction else 1):
             self._compact(outcome)
+        return self.status(outcome)
+
+    def status(self, outcome: Outcome) -> Outcome:
+        """Add to ``outcome`` the status events of the checks blind to an input (:meth:`Detector.incomplete`)
+        when that changed since the last report (always the first time: a restarted worker says it again,
+        which a consumer folds idempotently), and log it: a WARNING for each check still incomplete."""
+        if not self.table_readers:
+            return outcome
+        now = self.detector.incomplete()
+        if now == self.reported:
+            return outcome
+        if now:
+            log.warning(
+                "the %s check(s) are incomplete (their findings are not all reported until then): %s",
+                ", ".join(sorted(now)),
+                "; ".join(sorted(set(now.values()))),
+            )
+        elif self.reported:
+            log.info("the %s check(s) see every input they need now", ", ".join(sorted(self.reported)))
+        outcome.events += status_events(now, self.table_readers)
+        outcome.incomplete = now
+        self.reported = now
         return outcome
 
     def _threshold(self) -> int | None:
@@ -556,7 +607,7 @@ def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[P
     batch has one). O(len(reads))."""
     out: list[list[Publication]] = []
     current: list[Publication] = []
-    added: set[str] = set()
+    added: set[str | None] = set()  # views added to (None: the table)
     for read in reads:
         if current and (
             (read.op == "retract" and read.view in added) or (windowed and read.published != current[-1].published)
@@ -573,15 +624,22 @@ def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[P
 
 def merged_batch(reads: Sequence[Publication]) -> Batch:
     """One batch of one or more publications' rows (a view's frames stacked; frames of one view must have
-    the same schema, else polars raises); published at the latest of their times."""
-    views: dict[str, list[pl.DataFrame]] = {}
-    retracted: dict[str, list[pl.DataFrame]] = {}
+    the same schema, else polars raises; the table's rows go to ``table``, ``retracted_table``); published
+    at the latest of the views' times. The private table is not a publication: its records do not move a
+    time window on (a batch of table rows only has no publication time)."""
+    views: dict[str | None, list[pl.DataFrame]] = {}
+    retracted: dict[str | None, list[pl.DataFrame]] = {}
     for read in reads:
         (retracted if read.op == "retract" else views).setdefault(read.view, []).append(read.rows)
+    table = views.pop(None, None)
+    withdrawn = retracted.pop(None, None)
+    published = [read.published for read in reads if read.view is not None]
     return Batch(
-        views={view: pl.concat(frames, how="vertical") for view, frames in views.items()},
-        retracted={view: pl.concat(frames, how="vertical") for view, frames in retracted.items()},
-        published=max(read.published for read in reads).timestamp(),
+        views={view: pl.concat(frames, how="vertical") for view, frames in views.items() if view is not None},
+        retracted={view: pl.concat(frames, how="vertical") for view, frames in retracted.items() if view is not None},
+        table=pl.concat(table, how="vertical") if table is not None else None,
+        retracted_table=pl.concat(withdrawn, how="vertical") if withdrawn is not None else None,
+        published=max(published).timestamp() if published else None,
     )
 
 
@@ -600,11 +658,27 @@ def open_findings(events: Sequence[bytes]) -> dict[str, dict[str, Any]]:
     """The open findings after a sequence of findings-topic values, in order: by id, the report-format
     body of every finding raised and not cleared since. A replayed event changes nothing (an id raised
     twice is one open finding; a cleared id stays cleared until raised again)."""
+    return fold_events(events)[0]
+
+
+def fold_events(events: Sequence[bytes]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The open findings (:func:`open_findings`) and the checks incomplete after a sequence of
+    findings-topic values, in order: per check, the reason of its last status event when that says
+    ``incomplete`` (:func:`status_events`). Raises ``ValueError`` (or ``KeyError``) on a value that is
+    not an event."""
     opened: dict[str, dict[str, Any]] = {}
+    incomplete: dict[str, str] = {}
     for value in events:
         event = json.loads(value)
-        if event["event"] == "raised":
+        kind = event["event"]
+        if kind == "raised":
             opened[event["id"]] = event["finding"]
-        else:
+        elif kind == "cleared":
             opened.pop(event["id"], None)
-    return opened
+        elif kind == "incomplete":
+            incomplete[event["check"]] = event["reason"]
+        elif kind == "complete":
+            incomplete.pop(event["check"], None)
+        else:
+            raise ValueError(f"unknown event {kind!r}")
+    return opened, incomplete

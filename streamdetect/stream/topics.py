@@ -1,4 +1,4 @@
-"""The Kafka topics of a topology: one per published view, the findings, the dead letters."""
+"""The Kafka topics of a topology: one per published view, the private table's, the findings, the dead letters."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ def _prefix(topology: Topology) -> str:
 def view_topic(topology: Topology, view: ViewDefinition) -> str:
     """The view's ``topic``, else ``streamdetect.<topology>.view.<view>``."""
     return view.topic or f"{_prefix(topology)}.view.{_ILLEGAL.sub('_', view.name)}"
+
+
+def table_topic(topology: Topology) -> str:
+    """Where the private table's rows stream, for the checks that read it: the table's ``topic``, else
+    ``streamdetect.<topology>.table``."""
+    return topology.table.topic or f"{_prefix(topology)}.table"
 
 
 def findings_topic(topology: Topology) -> str:

@@ -40,18 +40,18 @@ from typing import Any
 import faust
 from aiokafka.partitioner import DefaultPartitioner
 
-from streamdetect.detector import Detector, checks_to_run
+from streamdetect.detector import Detector, checks_to_run, table_readers
 from streamdetect.errors import StateError, TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.metrics import WorkerMetrics
-from streamdetect.stream.publish import committed_offsets, read_range
-from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter
+from streamdetect.stream.publish import committed_offsets, input_topics, read_range
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter, Topic
 from streamdetect.stream.routing import Routed, Router, Units, source_of
 from streamdetect.stream.security import from_environment
 from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
-from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic
 
 log = logging.getLogger(__name__)
 #: Why a worker stopped itself, by application (read by run_worker once the event loop is done).
@@ -366,7 +366,7 @@ def build_app(
         _two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
     if metrics is not None:
-        metrics.examined(examined.summaries({}))
+        metrics.examined(examined.summaries({}), table_readers(topology, checks))
     return app
 
 
@@ -380,7 +380,7 @@ def _one_stage(
     wait_s: float,
     bootstrap: str,
 ) -> None:
-    topics = {view_topic(topology, view): view.name for view in topology.views}
+    topics = input_topics(topology, list(service.detector.checks))
     metrics = out.metrics
     # One fold at a time, the agent's, the idle snapshot's or the tail check's; when the agent last
     # finished one, and when the tail check last compared with the group's commits.
@@ -397,12 +397,8 @@ def _one_stage(
         async for events in stream.take_events(coalesce, within=wait_s):  # type: ignore[attr-defined]  # on Stream, not in StreamT
             unstick.touch()
             async with folding:
-                if not service.restored:
-                    try:
-                        service.restore(out.entries())
-                    except StateError as refused:
-                        out.refuse(refused)
-                        return
+                if not service.restored and not await _restored(service, out):
+                    return
                 await skipped.before([Source(e.message.topic, e.message.partition, e.message.offset) for e in events])
                 began = time.perf_counter()
                 items = [(e.value, list(e.message.headers or ()), topics.get(e.message.topic)) for e in events]
@@ -430,12 +426,9 @@ def _one_stage(
             return  # the table is not recovered yet
         async with folding:
             checked_at[0] = folded_at[0]
-            if not service.restored:  # no record yet: what they skipped may be all there is
-                try:
-                    service.restore(out.entries())
-                except StateError as refused:
-                    out.refuse(refused)
-                    return
+            # No record yet: what they skipped may be all there is, and the checks' status is not known.
+            if not service.restored and not await _restored(service, out):
+                return
             await skipped.tails(app.conf.id)
 
     @app.timer(interval=IDLE_SNAPSHOT_S)  # type: ignore[untyped-decorator]  # faust.App.timer is untyped
@@ -455,6 +448,23 @@ def _one_stage(
             if metrics is not None:
                 metrics.stored(snapshot)
                 metrics.state_size.set(service.state_bytes)
+
+
+async def _restored(service: DetectorService, out: _Outputs) -> bool:
+    """Restore the one-stage worker's service from the table, then say which checks are blind to an
+    input (:meth:`DetectorService.status`: events, metric, log) before any record: a worker that has
+    seen no table must say so even while nothing arrives. False when the table is refused (the worker
+    stops)."""
+    try:
+        service.restore(out.entries())
+    except StateError as refused:
+        out.refuse(refused)
+        return False
+    announced = service.status(Outcome())
+    await out.deliver(announced, _At(0))
+    if out.metrics is not None:
+        out.metrics.status(announced)
+    return True
 
 
 class _Unstick:
@@ -547,8 +557,8 @@ class _Skipped:
 
     service: DetectorService
     out: _Outputs
-    #: View topic -> view name.
-    topics: Mapping[str, str]
+    #: Input topic -> what it carries (a view's name, the table).
+    topics: Mapping[str, Topic]
     bootstrap: str
 
     async def before(self, sources: Sequence[Source]) -> None:
@@ -600,7 +610,7 @@ def _two_stages(
     bootstrap: str,
 ) -> None:
     split = units.plan
-    topics = {view_topic(topology, view): view.name for view in topology.views}
+    topics = input_topics(topology, [*split.split, *split.whole])
     route = app.topic(route_topic(topology), partitions=split.partitions, **_RAW)
     router = Router(split, max_bytes)
     metrics = out.metrics
@@ -729,6 +739,12 @@ async def _catch_up_tails(app: faust.App, out: _Outputs, units: Units, gaps: _Ga
     for tp in sorted(app.consumer.assignment()):
         if tp.topic != gaps.topic:
             continue
+        # Before any record: which checks are blind to an input (the units restored from the table).
+        announced = units.announce(tp.partition)
+        if announced.events:
+            await out.deliver(announced, _At(tp.partition, gaps.topic))
+            if out.metrics is not None:
+                out.metrics.status(announced)
         end = app.consumer.highwater(tp)
         if not end:  # not known yet, or an empty partition: nothing can be missing (units not rebuilt)
             continue
@@ -769,8 +785,8 @@ class _Gaps:
     out: _Outputs
     units: Units
     router: Router
-    #: View topic -> view name.
-    views: Mapping[str, str]
+    #: Input topic -> what it carries (a view's name, the table).
+    views: Mapping[str, Topic]
     bootstrap: str
     #: The route topic.
     topic: str

@@ -156,7 +156,7 @@ def test_recomputed_checks_write_batches_and_refuse_a_gap(name: str, reads_table
         detector.update(step)
         pieces = detector.changes()
         assert pieces
-        assert all("/batch/" in key for key in pieces)
+        assert all("/batch/" in key for key in pieces if not key.startswith("inputs/"))  # (a table seen: once)
         replica.apply_changes(pieces)
         assert sorted(f.id for f in replica.findings()) == sorted(f.id for f in detector.findings())
     detector.update(steps[2])

@@ -1,0 +1,205 @@
+"""The private table on the stream, without a broker: its records, the Detector's knowledge of it, the
+worker service's status events, the routing of its rows, and what ``findings`` makes of a blind check.
+
+A check that reads the table (SIND here, Figure 4 of Yao, Wang, Wang & Jajodia) and has seen none of it
+must say so everywhere a user looks: never read as "no disclosure".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from streamdetect.checks.protocol import Batch
+from streamdetect.detector import NO_TABLE, Detector, table_readers
+from streamdetect.engine import EXIT_INCOMPLETE, Report
+from streamdetect.errors import TopologyError
+from streamdetect.io.sources import load_data
+from streamdetect.io.topology_file import load_topology
+from streamdetect.partitioning import plan
+from streamdetect.reporting.document import layout
+from streamdetect.reporting.junit import junit_xml
+from streamdetect.stream.publish import input_topics
+from streamdetect.stream.records import (
+    HEADER_TABLE,
+    TABLE_LABEL,
+    Carried,
+    DeadLetter,
+    Publication,
+    decode_record,
+    encode_publication,
+)
+from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.service import DetectorService, Outcome, fold_events
+from streamdetect.stream.topics import table_topic
+
+ROOT = Path(__file__).resolve().parents[2]
+SIND = ROOT / "topologies" / "sind-figure4.yaml"
+NOW = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
+
+
+def _table_record(rows: pl.DataFrame, batch: str, op: str = "add") -> tuple[bytes, list[tuple[str, bytes]]]:
+    return encode_publication(Publication(None, op, batch, NOW, rows))  # type: ignore[arg-type]
+
+
+def test_only_a_run_with_a_check_that_reads_the_table_has_its_topic() -> None:
+    topology = load_topology(SIND)
+    assert table_readers(topology) == ["sind"]
+    assert input_topics(topology)[table_topic(topology)] is Carried.TABLE
+    dou = load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    assert table_readers(dou) == []
+    assert Carried.TABLE not in input_topics(dou).values()
+    assert table_topic(topology) == "streamdetect.sind-figure4.table"
+
+
+def test_the_table_topic_can_be_named(tmp_path: Path) -> None:
+    text = SIND.read_text().replace(
+        "  source: data/sind/", f"  topic: hospital.patients\n  source: {SIND.parent}/data/sind/"
+    )
+    (tmp_path / "t.yaml").write_text(text.replace("source: data/sind/", f"source: {SIND.parent}/data/sind/"))
+    assert table_topic(load_topology(tmp_path / "t.yaml")) == "hospital.patients"
+    (tmp_path / "t.yaml").write_text(text.replace("hospital.patients", "no spaces allowed"))
+    with pytest.raises(TopologyError, match=r"table\.topic"):
+        load_topology(tmp_path / "t.yaml")
+
+
+def test_a_table_record_reads_back_by_its_header_or_its_topic() -> None:
+    topology = load_topology(SIND)
+    _, table = load_data(topology, with_table=True)
+    assert table is not None
+    value, headers = _table_record(table, "b1")
+    assert (HEADER_TABLE, b"") in headers
+    for carried in (None, Carried.TABLE):
+        read = decode_record(topology, value, headers, view=carried)
+        assert isinstance(read, Publication)
+        assert read.view is None
+        assert read.label == TABLE_LABEL
+        assert read.rows.equals(table)
+    # A publisher that says nothing in its headers: the table's topic tells.
+    bare = [(key, raw) for key, raw in headers if key != HEADER_TABLE]
+    assert isinstance(decode_record(topology, value, bare, view=Carried.TABLE), Publication)
+    assert decode_record(topology, value, bare).reason == "bad_header"  # type: ignore[union-attr]
+
+
+def test_a_table_record_is_read_as_strictly_as_a_views() -> None:
+    topology = load_topology(SIND)
+    _, table = load_data(topology, with_table=True)
+    assert table is not None
+    value, headers = _table_record(table.drop(table.columns[0]), "b1")
+    missing = decode_record(topology, value, headers)
+    assert isinstance(missing, DeadLetter)
+    assert missing.reason == "missing_attribute"
+    value, headers = _table_record(table, "b1")
+    both = decode_record(topology, value, [*headers, ("streamdetect-view", b"v1")])
+    assert isinstance(both, DeadLetter)
+    assert both.reason == "bad_header"
+
+
+def test_the_detector_says_a_check_is_blind_until_a_table_batch_arrives() -> None:
+    topology = load_topology(SIND)
+    views, table = load_data(topology, with_table=True)
+    assert table is not None
+    detector = Detector(topology)
+    detector.update(Batch(views=views))
+    assert detector.findings() == []
+    assert set(detector.incomplete()) == {"sind"}
+    assert NO_TABLE in detector.incomplete()["sind"]
+    # Kept across a restore from a snapshot or from the pieces written.
+    pieces = detector.changes()
+    detector.update(Batch(table=table.clear()))  # an empty table is a table: seen
+    assert detector.incomplete() == {}
+    pieces |= detector.changes()
+    assert any(key.startswith("inputs/") for key in pieces)
+    replica = Detector(topology)
+    replica.apply_changes(pieces)
+    assert replica.incomplete() == {}
+    restored = Detector(topology)
+    restored.restore(detector.snapshot())
+    assert restored.incomplete() == {}
+    detector.update(Batch(table=table))
+    assert detector.findings()
+
+
+def test_a_table_batch_of_other_columns_is_refused() -> None:
+    topology = load_topology(SIND)
+    _, table = load_data(topology, with_table=True)
+    assert table is not None
+    with pytest.raises(TopologyError, match="of the table have columns"):
+        Detector(topology).update(Batch(table=table.drop(table.columns[0])))
+
+
+def test_the_service_reports_the_status_once_per_change_and_findings_folds_it() -> None:
+    topology = load_topology(SIND)
+    views, table = load_data(topology, with_table=True)
+    assert table is not None
+    service = DetectorService(topology)
+    service.restore({})
+    stored: dict[str, bytes] = {}  # the worker's state table
+    first = service.status(Outcome())
+    assert first.incomplete is not None
+    assert set(first.incomplete) == {"sind"}
+    assert service.status(Outcome()).events == []  # unchanged: nothing new to say
+    events = [value for _, value in first.events]
+    name = next(iter(views))
+    value, headers = encode_publication(Publication(name, "add", "v", NOW, views[name]))
+    outcome = service.handle(value, headers, None)
+    stored |= outcome.writes
+    assert outcome.incomplete is None  # still blind, said already
+    events += [value for _, value in outcome.events]
+    opened, incomplete = fold_events(events)
+    assert opened == {}
+    assert set(incomplete) == {"sind"}
+    value, headers = _table_record(table, "t")
+    outcome = service.handle(value, headers, Carried.TABLE)
+    stored |= outcome.writes
+    assert outcome.incomplete == {}
+    events += [value for _, value in outcome.events]
+    opened, incomplete = fold_events(events)
+    assert incomplete == {}
+    assert opened  # the table's findings, raised by the table's record
+    assert [json.loads(v)["event"] for v in events].count("complete") == 1
+    # A restarted service knows it has the table, and says so again (folded idempotently).
+    again = DetectorService(topology)
+    again.restore(stored)
+    assert again.status(Outcome()).incomplete == {}
+
+
+def test_findings_of_a_blind_check_exit_4_and_say_why() -> None:
+    topology = load_topology(SIND)
+    detector = Detector(topology)
+    report = Report(topology.name, tuple(detector.summaries({})), (), incomplete=detector.incomplete())
+    assert report.exit_code == EXIT_INCOMPLETE
+    assert report.to_dict()["incomplete"] == detector.incomplete()
+    verdict = layout(report).summary
+    assert "no disclosure found" in verdict
+    assert "INCOMPLETE" in verdict
+    assert NO_TABLE in verdict
+    assert 'type="incomplete"' in junit_xml(report)
+    assert Report(topology.name, tuple(detector.summaries({})), ()).exit_code == 0
+
+
+def test_table_records_go_to_the_unit_that_reads_the_table_only(tmp_path: Path) -> None:
+    """Two partitions: linkage split by identifier value, SIND in the whole unit (partition 0); the table's
+    rows reach the whole unit only, and an empty table record reaches it too (the table is seen)."""
+    text = SIND.read_text().replace("source: data/", f"source: {SIND.parent}/data/")
+    path = tmp_path / "t.yaml"
+    path.write_text(text.replace("checks:\n", "checks:\n  linkage: {k: 2}\n"))
+    topology = load_topology(path)
+    split = plan(topology, 2)
+    _, table = load_data(topology, with_table=True)
+    assert table is not None
+    for rows in (table, table.clear()):
+        value, headers = _table_record(rows, f"t{rows.height}")
+        routed = Router(split).handle(value, headers, Carried.TABLE)
+        units = Units(split, lambda prefix: {})
+        folded = {}
+        for partition, body, named in routed.records:
+            outcome = units.handle(body, named, partition)
+            folded[partition] = outcome.publication is not None and not outcome.replayed
+        assert folded == {0: True, 1: False}
+        whole = next(service for unit, service in units.services.items() if unit.identifier is None)
+        assert whole.detector.incomplete() == {}
