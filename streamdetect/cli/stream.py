@@ -82,6 +82,7 @@ def publish(
         else:
             raise TopologyError("--table: the topology gives no table.source", file=model.path, key="table.source")
     views, table = load_data(model, with_table=send_table)
+    table = table if send_table else None  # (read anyway when a view is computed from it)
     total = None if loop else sum(frame.height for frame in views.values()) + (table.height if table is not None else 0)
     with Progress(
         TextColumn("publishing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True

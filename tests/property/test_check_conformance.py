@@ -49,9 +49,11 @@ def _pieces(views: dict[str, pl.DataFrame], table: pl.DataFrame | None, rng: ran
         cuts = sorted(rng.sample(range(frame.height + 1), k=min(2, frame.height + 1)))
         bounds = [0, *cuts, frame.height]
         pieces.extend(Batch(views={name: frame.slice(a, b - a)}) for a, b in itertools.pairwise(bounds) if b > a)
-    if table is not None:
-        middle = rng.randrange(table.height + 1)
-        pieces.extend(Batch(table=part) for part in (table.slice(0, middle), table.slice(middle)) if part.height)
+    if table is not None:  # cut as the views are; an empty table is one batch with no rows
+        cuts = sorted(rng.sample(range(table.height + 1), k=min(2, table.height + 1)))
+        bounds = [0, *cuts, table.height]
+        parts = [table.slice(a, b - a) for a, b in itertools.pairwise(bounds) if b > a] or [table.clear()]
+        pieces.extend(Batch(table=part) for part in parts)
     rng.shuffle(pieces)
     return pieces
 
@@ -102,11 +104,15 @@ def _with_withdrawals(
 def _fresh(path: Path, views: dict[str, pl.DataFrame], table: pl.DataFrame | None) -> list[str]:
     """The findings of ``check`` on the rows present: every view given, those with no rows as empty frames
     (the Detector under test saw some of them never, some emptied by withdrawals)."""
+    return sorted(f.id for f in _fresh_detector(path, views, table).findings())
+
+
+def _fresh_detector(path: Path, views: dict[str, pl.DataFrame], table: pl.DataFrame | None) -> Detector:
     topology = load_topology(path)
     loaded, _ = load_data(topology, with_table=False)
     detector = Detector(topology)
     detector.update(Batch(views={name: views.get(name, frame.clear()) for name, frame in loaded.items()}, table=table))
-    return sorted(f.id for f in detector.findings())
+    return detector
 
 
 @_EVERY_TOPOLOGY
@@ -137,11 +143,15 @@ def _conform(path: Path, rng: random.Random) -> None:
             live.pop(finding.id, None)
         for finding in delta.raised:
             live[finding.id] = finding
-        expected = _fresh(path, present, present_table)
+        fresh = _fresh_detector(path, present, present_table)
+        expected = sorted(f.id for f in fresh.findings())
         assert sorted(f.id for f in detector.findings()) == expected
         assert sorted(live) == expected
+        # Blind to the table exactly while no batch of it has arrived (an empty one counts).
+        assert detector.incomplete() == fresh.incomplete()
         replica.apply_changes(detector.changes())
         assert sorted(f.id for f in replica.findings()) == expected
+        assert replica.incomplete() == fresh.incomplete()
         restored = Detector(topology)
         restored.restore(detector.snapshot())
         detector = restored
