@@ -1,11 +1,13 @@
 """``streamdetect bench incremental``: a stream of micro-batches through the Detector, timed per batch.
 
-Loads a prefix of every view in one batch, then feeds the rest as batches of ``batch_rows`` rows taken
-round-robin across the views, as a publication stream would; with ``retract`` F, each batch also withdraws
-F x ``batch_rows`` rows of its view published earlier (chosen at random, seeded, each at most once). Per
-batch: the update's latency and the bytes a changelog would write (:meth:`Detector.changes`: append-only
-pieces for the linkage check, the batches themselves for recomputed checks). Findings at the end are the open
-ones, in the report's JSON form.
+Loads a prefix of every view (and of the private table, when a check run reads it) in one batch, then
+feeds the rest as batches of ``batch_rows`` rows taken round-robin across the views and the table, as a
+publication stream would (the table's topic is one more input: its batches take their turn with the
+views'); with ``retract`` F, each batch also withdraws F x ``batch_rows`` rows of its input published
+earlier (chosen at random, seeded, each at most once). Per batch: the update's latency and the bytes a
+changelog would write (:meth:`Detector.changes`: append-only pieces for the linkage check, the batches
+themselves for recomputed checks). Rows per second count every row fed, the table's included. Findings
+at the end are the open ones, in the report's JSON form.
 """
 
 from __future__ import annotations
@@ -22,9 +24,21 @@ from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
 from streamdetect.model.topology import Topology
 
+#: An input of the stream: a view's name, or None for the private table.
+Input = str | None
+#: How the table is labelled in the per-input figures.
+TABLE_LABEL = "(table)"
 
-def _slices(views: Mapping[str, pl.DataFrame], start: int, batch_rows: int) -> list[tuple[str, int, int]]:
-    """(view, first row, rows) of every micro-batch from ``start``, round-robin across views."""
+
+def _batch(name: Input, rows: pl.DataFrame, withdrawn: pl.DataFrame | None = None) -> Batch:
+    """A batch of one input's rows (and withdrawn rows)."""
+    if name is None:
+        return Batch(table=rows, retracted_table=withdrawn)
+    return Batch(views={name: rows}, retracted={name: withdrawn} if withdrawn is not None else {})
+
+
+def _slices(views: Mapping[Input, pl.DataFrame], start: int, batch_rows: int) -> list[tuple[Input, int, int]]:
+    """(input, first row, rows) of every micro-batch from ``start``, round-robin across inputs."""
     offsets = dict.fromkeys(views, start)
     slices = []
     while any(offsets[name] < frame.height for name, frame in views.items()):
@@ -35,15 +49,14 @@ def _slices(views: Mapping[str, pl.DataFrame], start: int, batch_rows: int) -> l
     return slices
 
 
-def micro_batches(views: Mapping[str, pl.DataFrame], start: int, batch_rows: int) -> list[Batch]:
-    """Rows from position ``start`` of every view, ``batch_rows`` at a time, round-robin across views."""
-    return [
-        Batch(views={name: views[name].slice(first, rows)}) for name, first, rows in _slices(views, start, batch_rows)
-    ]
+def micro_batches(views: Mapping[Input, pl.DataFrame], start: int, batch_rows: int) -> list[Batch]:
+    """Rows from position ``start`` of every view (and the table, under None), ``batch_rows`` at a time,
+    round-robin across them."""
+    return [_batch(name, views[name].slice(first, rows)) for name, first, rows in _slices(views, start, batch_rows)]
 
 
 def with_withdrawals(
-    views: Mapping[str, pl.DataFrame], start: int, batch_rows: int, fraction: float, seed: int = 0
+    views: Mapping[Input, pl.DataFrame], start: int, batch_rows: int, fraction: float, seed: int = 0
 ) -> list[Batch]:
     """:func:`micro_batches`, each batch also withdrawing ``fraction`` of its row count of rows of its view
     published before it (the prefix and earlier batches), chosen at random with ``seed``, none twice."""
@@ -58,8 +71,8 @@ def with_withdrawals(
             i = rng.randrange(len(available))
             available[i], available[-1] = available[-1], available[i]
             chosen.append(available.pop())
-        retracted = {name: views[name][sorted(chosen)]} if chosen else {}
-        batches.append(Batch(views={name: views[name].slice(first, rows)}, retracted=retracted))
+        withdrawn = views[name][sorted(chosen)] if chosen else None
+        batches.append(_batch(name, views[name].slice(first, rows), withdrawn))
         available.extend(range(first, first + rows))
     return batches
 
@@ -74,6 +87,8 @@ def taken_together(batches: Sequence[Batch], together: int) -> list[Batch]:
         group = batches[first : first + together]
         views: dict[str, list[pl.DataFrame]] = {}
         retracted: dict[str, list[pl.DataFrame]] = {}
+        tables = [batch.table for batch in group if batch.table is not None]
+        withdrawn = [batch.retracted_table for batch in group if batch.retracted_table is not None]
         for batch in group:
             for name, frame in batch.views.items():
                 views.setdefault(name, []).append(frame)
@@ -83,6 +98,8 @@ def taken_together(batches: Sequence[Batch], together: int) -> list[Batch]:
             Batch(
                 views={name: pl.concat(frames) for name, frames in views.items()},
                 retracted={name: pl.concat(frames) for name, frames in retracted.items()},
+                table=pl.concat(tables) if tables else None,
+                retracted_table=pl.concat(withdrawn) if withdrawn else None,
             )
         )
     return merged
@@ -104,35 +121,50 @@ def run_incremental(
     k: int | None = None,
     together: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    table: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Feed the stream; return the measurements (docs/benchmarks.md): latency p50/p99/max in ms (and the
-    median per view published to), rows per second over the stream, state bytes at the end, bytes
+    median per input published to), rows per second over the stream, state bytes at the end, bytes
     written per batch, and the open findings. ``together``: that many micro-batches per update
-    (:func:`taken_together`; the per-view medians then count an update once per view it holds)."""
+    (:func:`taken_together`; the per-input medians then count an update once per input it holds).
+    ``table``: the private table's rows, fed as one more input (for the checks that read it)."""
     detector = Detector(topology, checks, k=k)
-    start = min(frame.height for frame in views.values()) if views else 0
+    inputs: dict[Input, pl.DataFrame] = {}
+    inputs.update(views)
+    if table is not None:
+        inputs[None] = table
+    start = min(frame.height for frame in inputs.values()) if inputs else 0
     start = int(start * prefix)
     loaded_at = time.perf_counter()
-    detector.update(Batch(views={name: frame.head(start) for name, frame in views.items()}))
+    detector.update(
+        Batch(
+            views={name: frame.head(start) for name, frame in views.items()},
+            table=table.head(start) if table is not None else None,
+        )
+    )
     detector.changes()  # the prefix's pieces: written once, not counted per batch
     load_s = time.perf_counter() - loaded_at
     batches = taken_together(
-        with_withdrawals(views, start, batch_rows, retract) if retract else micro_batches(views, start, batch_rows),
+        with_withdrawals(inputs, start, batch_rows, retract) if retract else micro_batches(inputs, start, batch_rows),
         together,
     )
     latencies: list[float] = []
     by_view: dict[str, list[float]] = {}
     written: list[int] = []
-    rows = withdrawn = 0
+    rows = withdrawn = table_rows = 0
     for done, batch in enumerate(batches, start=1):
         began = time.perf_counter()
         detector.update(batch)
         latencies.append((time.perf_counter() - began) * 1000)
-        for name in batch.views:  # a micro-batch publishes to one view: which views' batches are slow
+        # A micro-batch publishes to one input: which inputs' batches are slow.
+        for name in [*batch.views, *([TABLE_LABEL] if batch.table is not None else [])]:
             by_view.setdefault(name, []).append(latencies[-1])
         written.append(sum(len(piece) for piece in detector.changes().values()))
-        rows += sum(frame.height for frame in batch.views.values())
+        added = batch.table.height if batch.table is not None else 0
+        rows += sum(frame.height for frame in batch.views.values()) + added
+        table_rows += added
         withdrawn += sum(frame.height for frame in batch.retracted.values())
+        withdrawn += batch.retracted_table.height if batch.retracted_table is not None else 0
         if progress is not None:
             progress(done, len(batches))
     total_s = sum(latencies) / 1000
@@ -144,6 +176,7 @@ def run_incremental(
         "batch_rows": batch_rows,
         "together": together,
         "rows": rows,
+        "table_rows": table_rows,
         "withdrawn_rows": withdrawn,
         # Every row the stream carried, published or withdrawn.
         "rows_per_second": (rows + withdrawn) / total_s if total_s else None,
@@ -157,4 +190,5 @@ def run_incremental(
         "state_bytes": len(detector.snapshot()),
         "bytes_per_batch": statistics.median(written) if written else None,
         "findings": [finding.to_dict() for finding in detector.findings()],
+        "incomplete": detector.incomplete(),
     }

@@ -10,10 +10,12 @@ import json
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+import polars as pl
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -27,10 +29,12 @@ from streamdetect.bench.kmsd import compare_with_anjana
 from streamdetect.bench.loose import time_loose
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.cli.stream import BOOTSTRAP
+from streamdetect.detector import table_readers
 from streamdetect.engine import CHECKS
 from streamdetect.errors import TopologyError
-from streamdetect.io.sources import load_data, load_views
+from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.topology import Topology
 
 
 @click.group()
@@ -256,6 +260,22 @@ def fragment_command(
     )
 
 
+def _inputs(
+    model: Topology, checks: Sequence[str] | None, feed_table: bool | None
+) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
+    """The views' rows and, when fed, the private table's: by default when a check run reads the table
+    (it needs ``table.source`` then)."""
+    wanted = bool(table_readers(model, checks)) if feed_table is None else feed_table
+    if wanted and model.table.source is None:
+        raise TopologyError(
+            "the table is fed (a check run reads it, or --table) and the topology gives no table.source",
+            file=model.path,
+            key="table.source",
+        )
+    views, table = load_data(model, with_table=wanted)
+    return views, table if wanted else None
+
+
 @bench.command("incremental")
 @click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per batch.")
@@ -281,6 +301,12 @@ def fragment_command(
     type=click.IntRange(min=1),
     help="Micro-batches per update, as a worker takes the records waiting together (its --coalesce).",
 )
+@click.option(
+    "--table/--no-table",
+    "feed_table",
+    default=None,
+    help="Feed table.source as one more input [default: when a check run reads the table].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_cleanly
 def incremental_command(
@@ -291,11 +317,12 @@ def incremental_command(
     checks: tuple[str, ...],
     k: int | None,
     together: int,
+    feed_table: bool | None,
     as_json: bool,
 ) -> None:
     """Feed TOPOLOGY's rows as micro-batches through the Detector; per-batch latency, rows/s, state bytes."""
     model = load_topology(topology)
-    views = load_views(model)
+    views, table = _inputs(model, checks or None, feed_table)
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("micro-batches", total=None)
@@ -309,6 +336,7 @@ def incremental_command(
             k=k,
             together=together,
             progress=lambda done, total: progress.update(task, completed=done, total=total),
+            table=table,
         )
     if as_json:
         click.echo(json.dumps(outcome, ensure_ascii=False))
@@ -324,7 +352,11 @@ def incremental_command(
     )
     per_view = ", ".join(f"{name} {ms:.1f}" for name, ms in outcome["batch_ms_by_view"].items())
     if per_view:
-        click.echo(f"median ms per batch, by the view it publishes to: {per_view}")
+        click.echo(f"median ms per batch, by the input it publishes to: {per_view}")
+    if outcome["table_rows"]:
+        click.echo(f"the rows include {outcome['table_rows']:,} of the private table (fed as one more input)")
+    for name, why in outcome["incomplete"].items():
+        click.echo(f"warning: {name} is incomplete: {why} (--table feeds it)", err=True)
 
 
 @bench.command("stream")
