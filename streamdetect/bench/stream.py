@@ -4,7 +4,9 @@ A copy of the topology under a fresh name (so its topics and consumer group are 
 the broker while one or more ``streamdetect worker`` subprocesses of one group read it; the run ends when
 every row was read and the group committed every record (Kafka's committed offsets), and the workers'
 own Prometheus metrics say how long findings took from publication to the findings topic. At the end
-the open findings of the findings topic are compared with ``check`` on the same rows.
+the open findings of the findings topic are compared with ``check`` on the same rows. When a check run
+reads the private table, its rows are published too, to the table's topic, their batches taking their
+turn with the views' (as ``publish`` sends them), and counted with the views' rows.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ import polars as pl
 import yaml
 
 import streamdetect
-from streamdetect.io.sources import load_views
+from streamdetect.detector import table_readers
+from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import free_port
 from streamdetect.stream.metrics import scrape
-from streamdetect.stream.publish import committed_lag, create_topics, group_ready, publish, read_topic
-from streamdetect.stream.service import open_findings
-from streamdetect.stream.topics import findings_topic, route_topic, view_topic
+from streamdetect.stream.publish import committed_lag, create_topics, group_ready, input_topics, publish, read_topic
+from streamdetect.stream.service import fold_events
+from streamdetect.stream.topics import findings_topic, route_topic
 from streamdetect.stream.worker import app_id
 
 
@@ -108,7 +111,8 @@ def run_stream(
         directory = Path(scratch)
         copy = _fresh_copy(path, directory)
         topology = load_topology(copy)
-        views = load_views(topology)
+        readers = table_readers(topology)
+        views, table = load_data(topology, with_table=bool(readers))
         create_topics(topology, bootstrap, partitions)
         started: list[tuple[subprocess.Popen[bytes], int]] = []
         try:
@@ -119,7 +123,11 @@ def run_stream(
                 command += ["--partitions", str(partitions), "--loglevel", "info", "--coalesce", str(coalesce)]
                 with (directory / f"worker-{number}.log").open("wb") as log:
                     started.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), port))
-            run = _Run(topology, views, bootstrap, started, directory, time.monotonic() + timeout_s)
+            inputs: dict[str | None, pl.DataFrame] = {}
+            inputs.update(views)
+            if readers and table is not None:
+                inputs[None] = table
+            run = _Run(topology, inputs, bootstrap, started, directory, time.monotonic() + timeout_s)
             return run.measure(batch_rows, rate, partitions, prefix) | {"coalesce": coalesce, "prefix": prefix}
         finally:
             for worker, _ in started:
@@ -132,12 +140,13 @@ def run_stream(
 
 
 class _Run:
-    """One measurement: the workers started, the topology's rows, the deadline."""
+    """One measurement: the workers started, the topology's rows (the views', and the table's under None
+    when a check reads it), the deadline."""
 
     def __init__(  # noqa: PLR0917 -- private; run_stream passes its context
         self,
         topology: Topology,
-        views: Mapping[str, pl.DataFrame],
+        views: Mapping[str | None, pl.DataFrame],
         bootstrap: str,
         workers: list[tuple[subprocess.Popen[bytes], int]],
         directory: Path,
@@ -185,28 +194,43 @@ class _Run:
         while not group_ready(self.bootstrap, app_id(self.topology), len(self.workers)):
             self._alive("did not start")
             time.sleep(0.5)
-        topics = [view_topic(self.topology, view) for view in self.topology.views]
+        topics = list(input_topics(self.topology))
         topics += [route_topic(self.topology)] if partitions > 1 else []
         loaded = {name: frame.head(int(frame.height * prefix)) for name, frame in self.views.items()}
         rest = {name: frame.slice(loaded[name].height) for name, frame in self.views.items()}
+
+        def send(part: Mapping[str | None, pl.DataFrame], pace: float | None) -> None:
+            views = {name: frame for name, frame in part.items() if name is not None}
+            table = part.get(None)
+            publish(
+                self.topology,
+                views,
+                self.bootstrap,
+                batch_rows=batch_rows,
+                rate=pace,
+                partitions=partitions,
+                table=table,
+            )
+
         before: dict[str, float] = {}
         if prefix:
-            publish(self.topology, loaded, self.bootstrap, batch_rows=batch_rows, partitions=partitions)
+            send(loaded, None)
             self._drained(sum(frame.height for frame in loaded.values()), topics)
             before = self.samples()
         began = time.monotonic()
-        publish(self.topology, rest, self.bootstrap, batch_rows=batch_rows, rate=rate, partitions=partitions)
+        send(rest, rate)
         published_s = time.monotonic() - began
         folded = self._drained(self.rows, topics)
         ended = time.monotonic()
         # What the measured stream added to every counter and bucket.
         samples = {name: value - before.get(name, 0.0) for name, value in self.samples().items()}
-        findings = open_findings(read_topic(self.bootstrap, findings_topic(self.topology)))
-        expected = {finding.id for finding in streamdetect.check(self.topology, self.views).findings}
+        findings, incomplete = fold_events(read_topic(self.bootstrap, findings_topic(self.topology)))
+        expected = {finding.id for finding in streamdetect.check(self.topology).findings}
         streamed = sum(frame.height for frame in rest.values())
         return {
             "topology": self.topology.name,
             "rows": streamed,
+            "table_rows": rest[None].height if None in rest else 0,
             "prefix_rows": self.rows - streamed,
             "workers": len(self.workers),
             "partitions": partitions,
@@ -223,4 +247,5 @@ class _Run:
             "batch_s": _quantiles(samples, "streamdetect_batch_processing_seconds", 0.99),
             "findings": len(findings),
             "same_as_check": set(findings) == expected,
+            "incomplete": incomplete,
         }

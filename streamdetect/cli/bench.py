@@ -421,6 +421,10 @@ def stream_command(
         f"{outcome['findings']:,} open findings, {'the same as' if outcome['same_as_check'] else 'NOT the same as'} "
         "check's"
     )
+    if outcome["table_rows"]:
+        click.echo(f"the rows include {outcome['table_rows']:,} of the private table, on its own topic")
+    for name, why in outcome["incomplete"].items():
+        click.echo(f"warning: the worker reports {name} incomplete: {why}", err=True)
 
 
 def _seconds(value: float | None) -> str:
