@@ -6,7 +6,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar, Union
 
@@ -44,6 +44,13 @@ def _json_default(value: object) -> str:
 _raw_canonical = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), default=_json_default, check_circular=False
 ).encode
+
+
+def member_text(member: Sequence[tuple[str, Scalar]]) -> str:
+    """A SIND class member's canonical JSON text (an object of its (attribute, value) pairs, keys sorted),
+    as :func:`canonical_json` writes it inside a finding's body: cached per row by the SIND check, so that
+    a class of thousands of members is written by joining texts (:attr:`SindFinding.members_text`)."""
+    return _raw_canonical(dict(member))
 
 
 def _digest(canonical: str) -> str:
@@ -274,6 +281,9 @@ class SindFinding(_Identified):
     views: tuple[str, ...]
     reason: str
     exact: bool = True
+    #: The members' canonical JSON array, when the check has it (per-row texts joined: the id of a class of
+    #: thousands of members then costs a join and a hash, not a document); None: written from ``members``.
+    members_text: str | None = field(default=None, compare=False, repr=False)
 
     check = "sind"
 
@@ -299,6 +309,26 @@ class SindFinding(_Identified):
             "exact": self.exact,
         }
         return self._identified(body)
+
+    def _body_text(self) -> str:
+        """:meth:`to_dict`'s body as :func:`canonical_json` writes it (keys sorted), with the members'
+        array from :attr:`members_text` when given (a property test checks the texts are equal)."""
+        members = self.members_text
+        if members is None:
+            members = "[" + ",".join(member_text(member) for member in self.members) + "]"
+        head = _raw_canonical(
+            {
+                "check": self.check,
+                "exact": self.exact,
+                "k": self.k,
+                "members": None,
+                "reason": self.reason,
+                "sensitive": self.sensitive_attribute,
+                "views": self.views,
+            }
+        )
+        # The first '"members":null' is the key's (keys before it are the check, exact and k: no text).
+        return head.replace('"members":null', f'"members":{members}', 1)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
-from streamdetect.checks.findings import Delta, SindFinding, diff
+from streamdetect.checks.findings import Delta, SindFinding, diff, member_text
 from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
 from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
 from streamdetect.errors import TopologyError
@@ -75,6 +75,29 @@ class SindClass:
 
 
 @dataclass
+class RowCache:
+    """Per row of a state's ``rows``, in order: the member it is in a finding (its public values as
+    (attribute, value) pairs), that member's canonical JSON text and its report order key. Built once per
+    row (arrivals extend it; a withdrawal rebuilds it), so a class of thousands of members costs a join of
+    texts per update, not a document."""
+
+    members: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    keys: list[tuple[str, ...]] = field(default_factory=list)
+    #: Per sensitive attribute of the exact subcase, each row's SIND signature as one text key (it depends
+    #: on the row alone there: computed once per row).
+    signatures: dict[str, pl.Series] = field(default_factory=dict)
+
+    def extend(self, public: Sequence[str], rows: pl.DataFrame) -> None:
+        """Add ``rows``' entries (their public attributes), after those of the rows before them."""
+        for values in rows.select(public).iter_rows():
+            member = tuple(zip(public, values, strict=True))
+            self.members.append(member)
+            self.texts.append(member_text(member))
+            self.keys.append(tuple(str(value) for value in values))
+
+
+@dataclass
 class SindState:
     """The table rows seen so far (B attributes and the sensitive ones)."""
 
@@ -84,6 +107,8 @@ class SindState:
     log: BatchLog = field(default_factory=BatchLog, compare=False)
     #: The findings of the last update: a cache (not serialized), so an update recomputes once.
     findings: list[Any] | None = field(default=None, compare=False)
+    #: Per row, its member, text and order key (:class:`RowCache`; not serialized, rebuilt when None).
+    cache: RowCache | None = field(default=None, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with an Arrow IPC frame)."""
@@ -174,7 +199,19 @@ class SindCheck:
         problem = self.refusal(rows)
         if problem is not None:
             raise TopologyError(problem, file=self.table_source)
+        if retracted is not None and retracted.height:
+            state.cache = None  # rows left from the middle: positions moved
         state.rows = rows
+
+    def row_cache(self, state: SindState) -> RowCache:
+        """The state's :class:`RowCache`, brought up to its rows (arrivals are appended: O(new rows))."""
+        assert state.rows is not None
+        cache = state.cache
+        if cache is None or len(cache.members) > state.rows.height:
+            cache = state.cache = RowCache()
+        if len(cache.members) < state.rows.height:
+            cache.extend(self.public, state.rows.slice(len(cache.members)))
+        return cache
 
     def _signature(self, rows: pl.DataFrame, view: ViewDefinition, sensitive: str, domain: Sequence[Any]) -> pl.Expr:
         projected = [a for a in view.attributes if a != sensitive]
@@ -208,38 +245,57 @@ class SindCheck:
         relevant = [
             v for v in self.views if sensitive in v.attributes or (not exact and sensitive in v.selection_attributes)
         ]
-        domain = self._domain(rows, sensitive) if not exact else []
-        signatures = rows.with_row_index("\0row").with_columns(
-            [self._signature(rows, view, sensitive, domain).alias(f"\0q{i}") for i, view in enumerate(relevant)]
-        )
-        columns = [f"\0q{i}" for i in range(len(relevant))]
-        # Signatures as text keys: structs are not hashable in Python.
-        keys = signatures.with_columns(
-            [
-                pl.col(c).struct.json_encode().alias(c)
-                if signatures.schema[c] != pl.Boolean()
-                else pl.col(c).cast(pl.String).alias(c)
-                for c in columns
-            ]
-        )
+        cache = self.row_cache(state)
+        if exact:  # a row's signature is its own: the cached keys, extended by the rows that arrived
+            known = cache.signatures.get(sensitive)
+            done = 0 if known is None else known.len()
+            if done < rows.height:
+                fresh = self._signature_keys(rows.slice(done), relevant, sensitive, [])
+                cache.signatures[sensitive] = fresh if known is None else pl.concat([known, fresh])
+            keys = cache.signatures[sensitive]
+        else:  # the domain (values of P in the table) moves every row's signature
+            keys = self._signature_keys(rows, relevant, sensitive, self._domain(rows, sensitive))
         # Members of every class in one sorted frame, cut into classes in one pass (no per-class frames).
         members = (
-            keys.group_by(columns or [pl.lit(0).alias("\0all")])
+            pl.DataFrame({"\0key": keys})
+            .with_row_index("\0row")
+            .group_by("\0key")
             .agg(pl.col("\0row"))
             .with_row_index("\0block")
             .select("\0block", "\0row")
             .explode("\0row")
             .join(rows.select(self.public).with_row_index("\0row"), on="\0row")
             .sort(["\0block", *self.public])
+            .select("\0block", "\0row")
         )
         views = tuple(sorted(view.name for view in relevant))
-        grouped: dict[int, tuple[list[tuple[tuple[str, Any], ...]], list[int]]] = {}
-        for block, row, *values in members.iter_rows():
-            listed, positions = grouped.setdefault(block, ([], []))
-            listed.append(tuple(zip(self.public, values, strict=True)))
-            positions.append(row)
-        classes = [SindClass(tuple(listed), tuple(positions), views, exact) for listed, positions in grouped.values()]
-        return sorted(classes, key=lambda c: [str(v) for _, v in c.members[0]])
+        listed = cache.members
+        positions = members.group_by("\0block", maintain_order=True).agg(pl.col("\0row")).get_column("\0row")
+        classes = [
+            SindClass(tuple(listed[row] for row in rows_of), tuple(rows_of), views, exact)
+            for rows_of in positions.to_list()
+        ]
+        order = cache.keys
+        return sorted(classes, key=lambda c: order[c.rows[0]])
+
+    def _signature_keys(
+        self, rows: pl.DataFrame, relevant: Sequence[ViewDefinition], sensitive: str, domain: Sequence[Any]
+    ) -> pl.Series:
+        """Each row's signature over the ``relevant`` views as one text (per view, its JSON text, or
+        true/false, joined by a character JSON never leaves unescaped): equal texts, equal signatures."""
+        if not relevant:
+            return pl.Series("\0key", [""] * rows.height, dtype=pl.String)
+        parts = []
+        for view in relevant:
+            signature = self._signature(rows, view, sensitive, domain)
+            typed = rows.select(signature.alias("\0q")).to_series()
+            text = typed.cast(pl.String) if typed.dtype == pl.Boolean() else typed.struct.json_encode()
+            parts.append(text.fill_null("\0null"))
+        return (
+            pl.DataFrame(parts, schema=[f"\0q{i}" for i in range(len(parts))])
+            .select(pl.concat_str(pl.all(), separator="\x1f").alias("\0key"))
+            .to_series()
+        )
 
     def _domain(self, rows: pl.DataFrame, sensitive: str) -> list[Any]:
         """Representatives of Dom(P) for the conservative signatures: the table's values, the literals
@@ -276,7 +332,8 @@ class SindCheck:
         try:
             for block in uniform:
                 verdicts[block.rows[0]] = oracle.only_value(block.rows[0]) if oracle is not None else None
-            if oracle is not None:
+            if oracle is not None and any(verdict is not True for verdict in verdicts.values()):
+                # (Nothing to compare when every uniform class is certain: they are merged per value below.)
                 blocks = self._join_never_differing(blocks, verdicts, oracle)
             certain: dict[Any, list[SindClass]] = {}
             findings = []
@@ -303,11 +360,14 @@ class SindCheck:
         finally:
             if oracle is not None:
                 oracle.close()
+        cache = self.row_cache(state)
         for merged in certain.values():
-            members = sorted((m for block in merged for m in block.members), key=lambda m: [str(v) for _, v in m])
+            rows = sorted((row for block in merged for row in block.rows), key=cache.keys.__getitem__)
+            members = tuple(cache.members[row] for row in rows)
+            text = "[" + ",".join([cache.texts[row] for row in rows]) + "]"
             views = tuple(sorted({view for block in merged for view in block.views}))
             reason = "every member can take only one private value (decided over all views by SAT)"
-            findings.append(SindFinding(self.k, sensitive, tuple(members), views, reason, True))
+            findings.append(SindFinding(self.k, sensitive, members, views, reason, True, members_text=text))
         return sorted(findings, key=lambda f: [str(v) for _, v in f.members[0]])
 
     def _join_never_differing(

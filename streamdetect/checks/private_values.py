@@ -201,6 +201,42 @@ class CertaintyOracle:
                 solver.delete()
 
 
+def _candidate_pairs(
+    numbered: pl.DataFrame, relevant: Sequence[ViewDefinition], sensitive: str, domain: pl.DataFrame
+) -> pl.DataFrame:
+    """The (tuple, value) pairs worth asking about: every value of the domain for every tuple, less those
+    a view rules out at once when no selection reads P. Then a tuple that a view projecting P selects
+    (its selection reads public values only, so it selects the tuple whatever its value) can take only
+    the values that view publishes beside the tuple's projection: the pairs are those joins (a superset
+    of the possible ones, which the counts below narrow), and the tuples no such view selects take the
+    whole domain. The same pairs as the cross product minus ones whose count is 0, without building the
+    product (on BP, 41,699 tuples: 0.26 -> 0.05 s). With a selection on P, the cross product."""
+
+    def product(tuples: pl.DataFrame) -> pl.DataFrame:
+        return tuples.drop(sensitive).join(domain, how="cross").rename({"\0p": sensitive})
+
+    holding = [view for view in relevant if sensitive in view.attributes]
+    if not holding or any(sensitive in view.selection_attributes for view in relevant):
+        return product(numbered)
+    published_rows = numbered.drop(_ROW)
+    found = []
+    selected_any = pl.Series("\0selected", [False] * numbered.height)
+    for view in holding:
+        others = [a for a in view.attributes if a != sensitive]
+        condition = to_polars(view.where, numbered.schema).fill_null(False) if view.where is not None else pl.lit(True)
+        selected = numbered.select(condition.alias("\0selected")).to_series()
+        selected_any = selected_any | selected
+        shown = published_rows.filter(condition).select(*others, sensitive).drop_nulls(sensitive).unique()
+        tuples = numbered.filter(selected).drop(sensitive)
+        joined = (
+            tuples.join(shown, on=others, how="inner", nulls_equal=True) if others else tuples.join(shown, how="cross")
+        )
+        found.append(joined.join(domain.rename({"\0p": sensitive}), on=sensitive, how="inner"))
+    free = product(numbered.filter(~selected_any))
+    columns = free.columns
+    return pl.concat([*(frame.select(columns) for frame in found), free]).unique([_ROW, _VALUE], maintain_order=True)
+
+
 def build_oracle(
     rows: pl.DataFrame,
     views: Sequence[ViewDefinition],
@@ -236,12 +272,7 @@ def build_oracle(
     domain_frame = pl.DataFrame(
         {_VALUE: pl.Series(range(len(values)), dtype=pl.UInt32), "\0p": pl.Series(values, dtype=rows.schema[sensitive])}
     )
-    pairs = (
-        numbered.filter(pl.col(sensitive).is_not_null())
-        .drop(sensitive)
-        .join(domain_frame, how="cross")
-        .rename({"\0p": sensitive})
-    )
+    pairs = _candidate_pairs(numbered.filter(pl.col(sensitive).is_not_null()), relevant, sensitive, domain_frame)
     pairs = pl.concat([pairs.select(fixed.columns), fixed], how="vertical_relaxed") if fixed.height else pairs
     published = rows
     contributions: list[pl.DataFrame] = []

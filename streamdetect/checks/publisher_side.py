@@ -112,6 +112,7 @@ class PublisherSide:
         for batch in state.log.replay(pieces):
             state.rows = state.folded(batch.table, batch.retracted_table, columns)
         state.findings = None
+        state.cache = None
         return state
 
     def summary(self, findings: int) -> CheckSummary:
