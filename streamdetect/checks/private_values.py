@@ -57,6 +57,8 @@ class _Candidates:
     keys_of: dict[tuple[int, int], list[tuple[int, int]]]  # (tuple, value) -> (view, key) it fills
     members: dict[tuple[int, int], list[tuple[int, int]]]  # (view, key) -> (tuple, value) filling it
     counts: dict[tuple[int, int], int]  # (view, key) -> published multiplicity
+    #: The tuples left with one candidate (their value is forced), as a polars column.
+    pinned: pl.Series | None = None
 
 
 @dataclass
@@ -98,6 +100,16 @@ class CertaintyOracle:
             if pool.id((j, self.current[j])) not in model:
                 self._moved.add(j)
         return False
+
+    def pinned(self) -> pl.Series | None:
+        """The tuples whose every instance gives them one value (a single candidate: no SAT call needed),
+        or None when the question is beyond the budget."""
+        if self.candidates is None:
+            return None
+        if self.candidates.pinned is None:
+            one = [t for t, values in self.candidates.values.items() if len(values) == 1]
+            self.candidates.pinned = pl.Series(one, dtype=pl.UInt32)
+        return self.candidates.pinned
 
     def component(self, i: int) -> int:
         """The number of ``i``'s component (tuples linked through rows they could share); tuples of different
@@ -297,6 +309,7 @@ def build_oracle(
     possible_pairs = pairs.select(_ROW, _VALUE).join(impossible, on=[_ROW, _VALUE], how="anti")
     everything = everything.join(impossible, on=[_ROW, _VALUE], how="anti")
     choices = possible_pairs.group_by(_ROW).agg(pl.col(_VALUE).sort())
+    pinned = choices.filter(pl.col(_VALUE).list.len() == 1).get_column(_ROW).cast(pl.UInt32)
     # A tuple left with one candidate is fixed: its rows only lower the counts the others must meet, so
     # the solver sees the undetermined tuples alone (on BP, none: every tuple is pinned by one view).
     open_rows = choices.filter(pl.col(_VALUE).list.len() > 1).select(_ROW)
@@ -315,5 +328,5 @@ def build_oracle(
         members[place].append((row, value))
         counts_of[place] = count
     return CertaintyOracle(
-        current, _Candidates(dict(choices.iter_rows()), dict(keys_of), dict(members), counts_of), max_component
+        current, _Candidates(dict(choices.iter_rows()), dict(keys_of), dict(members), counts_of, pinned), max_component
     )
