@@ -163,10 +163,18 @@ class _Run:
                 raise RuntimeError(f"worker {number} {what}: {log}")
 
     def samples(self) -> dict[str, float]:
-        """Every worker's samples, summed by name (counters and histogram buckets add up)."""
+        """Every worker's samples, summed by name (counters and histogram buckets add up). A worker that
+        does not answer is reported with the end of its log (it died, or is too busy to answer)."""
         total: dict[str, float] = {}
-        for _, port in self.workers:
-            for name, value in scrape(port).items():
+        for number, (_, port) in enumerate(self.workers):
+            try:
+                scraped = scrape(port)
+            except OSError as failed:
+                time.sleep(1.0)  # a dying worker's exit is seen a moment later
+                self._alive("stopped")
+                log = (self.directory / f"worker-{number}.log").read_text()[-2000:]
+                raise RuntimeError(f"worker {number}'s metrics did not answer ({failed}): {log}") from None
+            for name, value in scraped.items():
                 total[name] = total.get(name, 0.0) + value
         return total
 

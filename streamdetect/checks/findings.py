@@ -116,7 +116,8 @@ class _Identified:
         is kept for :attr:`json_text`, so a finding's body is serialised once."""
         canonical = canonical_json(body)
         self.__dict__["_canonical"] = canonical  # beside the cached properties (frozen dataclasses too)
-        return {"id": _digest(canonical), **body}
+        # An id set already stays (a finding rebuilt from a body cut to fit a topic keeps the whole one's).
+        return {"id": self.__dict__.get("id") or _digest(canonical), **body}
 
     @cached_property
     def json_text(self) -> str:

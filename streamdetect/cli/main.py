@@ -149,7 +149,7 @@ def findings(
     `check` reports them, with the same exit codes; and the checks the worker reported incomplete (an
     input they read, the private table, not seen): then exit code 4 when nothing fails the run."""
     from streamdetect.stream.publish import read_topic  # noqa: PLC0415 (the Kafka client loads only here)
-    from streamdetect.stream.service import fold_events  # noqa: PLC0415
+    from streamdetect.stream.service import EVENT_MEMBERS, fold_events  # noqa: PLC0415
     from streamdetect.stream.topics import findings_topic  # noqa: PLC0415
 
     model = load_topology(topology)
@@ -159,6 +159,17 @@ def findings(
         rebuilt = [finding_from_dict(body) for body in opened.values()]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TopologyError(f"an event of the findings topic is malformed: {exc}") from None
+    cut = 0
+    for (found, body), finding in zip(opened.items(), rebuilt, strict=True):
+        if "truncated" in body:  # a class listed in part: its id is the whole finding's
+            finding.__dict__["id"] = found
+            cut += 1
+    if cut:
+        click.echo(
+            f"note: {cut} finding(s) list only their first members (events list at most {EVENT_MEMBERS} of a "
+            "class); `streamdetect check` or `explain` lists them all",
+            err=True,
+        )
     order = {name: i for i, name in enumerate(names)}
     rebuilt.sort(
         key=lambda f: (order.get(f.check, len(order)), finding_order(f) if isinstance(f, LinkageFinding) else (f.id,))

@@ -32,6 +32,7 @@ from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import (
     DEFAULT_MAX_BYTES,
+    FINDINGS_MAX_BYTES,
     TABLE_LABEL,
     Carried,
     Format,
@@ -72,18 +73,28 @@ def input_topics(topology: Topology, checks: Sequence[str] | None = None) -> dic
 
 def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> list[str]:
     """Create the input (views, table), findings and dead-letter topics that do not exist yet; the names
-    created."""
+    created. The findings topic takes records up to :data:`FINDINGS_MAX_BYTES` (a SIND class lists its
+    members)."""
     names = [*input_topics(topology), findings_topic(topology), dead_letter_topic(topology)]
-    return _create_missing(bootstrap, dict.fromkeys(names, partitions), "streamdetect-publish")
+    configs = {findings_topic(topology): {"max.message.bytes": str(FINDINGS_MAX_BYTES)}}
+    return _create_missing(bootstrap, dict.fromkeys(names, partitions), "streamdetect-publish", configs)
 
 
-def _create_missing(bootstrap: str, partitions: Mapping[str, int], client_id: str) -> list[str]:
-    """Create those of the topics (name -> partition count) that do not exist yet; the names created."""
+def _create_missing(
+    bootstrap: str,
+    partitions: Mapping[str, int],
+    client_id: str,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[str]:
+    """Create those of the topics (name -> partition count) that do not exist yet, each with its
+    ``configs`` (topic configuration); the names created."""
     admin = _admin(bootstrap, client_id)
     try:
         existing = set(admin.list_topics())
         wanted = [
-            NewTopic(name, num_partitions=count, replication_factor=1)
+            NewTopic(
+                name, num_partitions=count, replication_factor=1, topic_configs=dict((configs or {}).get(name, {}))
+            )
             for name, count in partitions.items()
             if name not in existing
         ]
@@ -311,7 +322,11 @@ def read_records_with_keys(
     """Every record of ``topic`` as (key, value, headers) from its beginning to its end as of now, in order
     within each partition (a consumer outside any group: it commits nothing and moves no one's offsets);
     the other readers keep parts of these."""
-    consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
+    # Fetches as large as the largest record a streamdetect topic takes (a findings record can pass 1 MB).
+    fetch = FINDINGS_MAX_BYTES + (1 << 20)
+    consumer = _connect(
+        KafkaConsumer, bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=fetch, fetch_max_bytes=fetch
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not partitions:

@@ -48,6 +48,9 @@ HEADER_PUBLISHED = "streamdetect-published"
 HEADER_CONTENT = "content-type"
 #: Kafka's default largest record (``message.max.bytes``) is about 1 MB.
 DEFAULT_MAX_BYTES = 1_000_000
+#: The findings topic's largest record (its ``max.message.bytes``, set when streamdetect creates it): a
+#: SIND class lists its members, thousands of public tuples (BP: 41,699 in eight findings, about 1 MB each).
+FINDINGS_MAX_BYTES = 16 << 20
 REASONS = (
     "too_large",
     "bad_header",

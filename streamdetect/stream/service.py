@@ -27,6 +27,7 @@ from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import (
     DEFAULT_MAX_BYTES,
+    FINDINGS_MAX_BYTES,
     DeadLetter,
     Publication,
     Topic,
@@ -189,9 +190,42 @@ def finding_events(
                 "view": publication.view,
             }
             middle = middles[finding.check] = "," + json.dumps(head, separators=(",", ":"), default=str)[1:-1]
-        text = opening + json.dumps(finding.id) + middle + ',"finding":' + finding.json_text + closing
+        body = _event_body(finding)
+        text = opening + json.dumps(finding.id) + middle + ',"finding":' + body + closing
         records.append((finding.id.encode(), text.encode()))
     return records
+
+
+#: The members a finding event lists of a class (SIND, RSIND): a class of tens of thousands of public
+#: tuples changes with every batch of the table, and its whole list in each raised and cleared event
+#: would ship megabytes per batch. The event says how many there are; ``check`` and ``explain`` list them.
+EVENT_MEMBERS = 100
+#: The largest finding body an event carries: the findings topic's record limit, less room for the event's
+#: other fields.
+_EVENT_BODY_BYTES = FINDINGS_MAX_BYTES - (64 << 10)
+
+
+def _event_body(finding: Any) -> str:
+    """The finding's JSON text as its events carry it: whole, or, for a class of more than
+    :data:`EVENT_MEMBERS` members (or a body over the topic's limit), with the first members only and
+    ``"truncated": {"members": <how many it has>}``; the id is the whole finding's either way (``findings``
+    keeps it, and says the list was cut)."""
+    members = getattr(finding, "members", ())
+    if len(members) <= EVENT_MEMBERS and len(finding.json_text) <= _EVENT_BODY_BYTES:
+        return str(finding.json_text)
+    document = dict(finding.json_form)
+    listed = list(document.get("members", []))
+    document["truncated"] = {"members": len(listed)}
+    keep = min(len(listed), EVENT_MEMBERS)
+    while True:
+        document["members"] = listed[:keep]
+        text = json.dumps(document, separators=(",", ":"), default=str)
+        if len(text) <= _EVENT_BODY_BYTES or not keep:
+            break
+        keep //= 2
+    if len(text) > _EVENT_BODY_BYTES:
+        log.error("finding %s (%s) does not fit the findings topic even without its members", finding.id, finding.check)
+    return text
 
 
 class DetectorService:

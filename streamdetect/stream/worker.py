@@ -47,7 +47,7 @@ from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.publish import committed_offsets, input_topics, read_range
-from streamdetect.stream.records import DEFAULT_MAX_BYTES, DeadLetter, Topic
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, FINDINGS_MAX_BYTES, DeadLetter, Topic
 from streamdetect.stream.routing import Routed, Router, Units, source_of
 from streamdetect.stream.security import from_environment
 from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
@@ -328,7 +328,8 @@ def build_app(
         broker_session_timeout=session_timeout_s,
         broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
         producer_acks=-1,
-        producer_max_request_size=max(max_bytes + 64 * 1024, 1_048_576),
+        # Finding events can be large (a SIND class lists its members): up to the findings topic's limit.
+        producer_max_request_size=max(max_bytes, FINDINGS_MAX_BYTES) + 64 * 1024,
         producer_max_batch_size=BATCH_BYTES,
         consumer_max_fetch_size=max(max_bytes + 64 * 1024, 4_194_304),
     )
