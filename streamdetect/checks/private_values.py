@@ -53,7 +53,7 @@ class _Candidates:
     """The (tuple, value) candidates left after removing those that put a row where none is published,
     and the (view, row) constraints that link them."""
 
-    values: dict[int, list[int]]  # tuple -> candidate value indices
+    values: dict[int, list[int]]  # tuple -> candidate value indices (a tuple not here: its current value only)
     keys_of: dict[tuple[int, int], list[tuple[int, int]]]  # (tuple, value) -> (view, key) it fills
     members: dict[tuple[int, int], list[tuple[int, int]]]  # (view, key) -> (tuple, value) filling it
     counts: dict[tuple[int, int], int]  # (view, key) -> published multiplicity
@@ -88,7 +88,7 @@ class CertaintyOracle:
             return None
         if i in self._moved:
             return False
-        if len(self.candidates.values[i]) == 1:
+        if len(self.values_of(i)) == 1:
             return True
         tuples, solver, pool, _ = self._component(i)
         if solver is None or pool is None:
@@ -100,6 +100,11 @@ class CertaintyOracle:
             if pool.id((j, self.current[j])) not in model:
                 self._moved.add(j)
         return False
+
+    def values_of(self, i: int) -> list[int]:
+        """Tuple ``i``'s candidate values (its current one alone when the candidates leave it no other)."""
+        assert self.candidates is not None
+        return self.candidates.values.get(i) or [self.current[i]]
 
     def pinned(self) -> pl.Series | None:
         """The tuples whose every instance gives them one value (a single candidate: no SAT call needed),
@@ -138,10 +143,10 @@ class CertaintyOracle:
             return None
         selector = pool.id(("differ", i, j))
         witnesses = []
-        for value in self.candidates.values[i]:
+        for value in self.values_of(i):
             witness = pool.id(("differ", i, j, value))
             solver.add_clause([-witness, pool.id((i, value))])
-            if value in self.candidates.values[j]:
+            if value in self.values_of(j):
                 solver.add_clause([-witness, -pool.id((j, value))])
             witnesses.append(witness)
         solver.add_clause([-selector, *witnesses])
@@ -164,7 +169,7 @@ class CertaintyOracle:
         size = 0
         while frontier:
             t = frontier.pop()
-            for value in candidates.values[t]:
+            for value in self.values_of(t):
                 size += 1
                 for key in candidates.keys_of.get((t, value), ()):
                     if key in keys:
@@ -187,7 +192,7 @@ class CertaintyOracle:
         pool = IDPool()
         solver = Solver(name="cadical153")
         for t in sorted(tuples):
-            literals = [pool.id((t, value)) for value in candidates.values[t]]
+            literals = [pool.id((t, value)) for value in self.values_of(t)]
             solver.append_formula(CardEnc.equals(literals, bound=1, vpool=pool, encoding=EncType.seqcounter).clauses)
         for key in sorted(keys):
             literals = [pool.id(pair) for pair in candidates.members[key]]
@@ -285,6 +290,11 @@ def build_oracle(
         {_VALUE: pl.Series(range(len(values)), dtype=pl.UInt32), "\0p": pl.Series(values, dtype=rows.schema[sensitive])}
     )
     pairs = _candidate_pairs(numbered.filter(pl.col(sensitive).is_not_null()), relevant, sensitive, domain_frame)
+    if not fixed.height and pairs.height == rows.height and pairs.get_column(_ROW).n_unique() == rows.height:
+        # One candidate per tuple already (on BP: every tuple pinned by the one view holding P): the current
+        # value, which the real table always allows. Nothing to solve.
+        everyone = numbered.get_column(_ROW).cast(pl.UInt32)
+        return CertaintyOracle(current, _Candidates({}, {}, {}, {}, everyone), max_component)
     pairs = pl.concat([pairs.select(fixed.columns), fixed], how="vertical_relaxed") if fixed.height else pairs
     published = rows
     contributions: list[pl.DataFrame] = []
