@@ -259,23 +259,28 @@ class SindCheck:
         order = cache.keys
         return sorted(classes, key=lambda c: order[c.rows[0]])
 
+    def _keys(self, state: SindState, sensitive: str) -> pl.Series:
+        """Each row's signature as one text key: equal keys, one class."""
+        assert state.rows is not None
+        rows = state.rows
+        relevant = self._relevant(sensitive)
+        if not self.exact_for(sensitive):  # the domain (values of P in the table) moves every row's signature
+            return self._signature_keys(rows, relevant, sensitive, self._domain(rows, sensitive))
+        # A row's signature is its own: the cached keys, extended by the rows that arrived.
+        cache = self.row_cache(state)
+        known = cache.signatures.get(sensitive)
+        done = 0 if known is None else known.len()
+        if done < rows.height:
+            fresh = self._signature_keys(rows.slice(done), relevant, sensitive, [])
+            cache.signatures[sensitive] = fresh if known is None else pl.concat([known, fresh])
+        return cache.signatures[sensitive]
+
     def _blocks(self, state: SindState, sensitive: str) -> pl.Series:
         """The classes as lists of row positions, each sorted by the public values (a polars list column;
         in no particular order)."""
         assert state.rows is not None
         rows = state.rows
-        exact = self.exact_for(sensitive)
-        relevant = self._relevant(sensitive)
-        cache = self.row_cache(state)
-        if exact:  # a row's signature is its own: the cached keys, extended by the rows that arrived
-            known = cache.signatures.get(sensitive)
-            done = 0 if known is None else known.len()
-            if done < rows.height:
-                fresh = self._signature_keys(rows.slice(done), relevant, sensitive, [])
-                cache.signatures[sensitive] = fresh if known is None else pl.concat([known, fresh])
-            keys = cache.signatures[sensitive]
-        else:  # the domain (values of P in the table) moves every row's signature
-            keys = self._signature_keys(rows, relevant, sensitive, self._domain(rows, sensitive))
+        keys = self._keys(state, sensitive)
         # Members of every class in one sorted frame, cut into classes in one pass (no per-class frames).
         members = (
             pl.DataFrame({"\0key": keys})
@@ -387,51 +392,88 @@ class SindCheck:
         return sorted(findings, key=lambda f: [str(v) for _, v in f.members[0]])
 
     def _certain_classes(self, state: SindState, sensitive: str) -> list[SindFinding] | None:
-        """:meth:`_classes` without a Python object per class, when no class needs a SAT call: every class
-        whose members hold one current value has a first member with a single candidate value (then they
-        are all certain, merged per value), or none holds one value. None otherwise (the general path).
-        On BP every tuple is pinned by one view: 41,699 classes of one tuple, eight findings."""
+        """:meth:`_classes` without a Python object per class, in the exact subcase when no class needs a
+        SAT call: every class whose members hold one current value has members with a single candidate
+        value (then they are all certain, merged per value), or none holds one value. None otherwise (the
+        general path). In the exact subcase members of a class share every view's projection, hence their
+        candidates: a class is pinned or not as a whole. On BP every tuple is pinned by the one view
+        holding P: 41,699 classes of one tuple, eight findings. O(rows) in polars, plus the findings."""
         assert state.rows is not None
-        blocks = self._blocks(state, sensitive)
-        if not blocks.len():
-            return []
-        numbered = pl.DataFrame({"\0rows": blocks}).with_row_index("\0block")
-        exploded = numbered.explode("\0rows")
-        values = state.rows.get_column(sensitive).gather(exploded.get_column("\0rows")).alias("\0p")
-        stats = (
-            exploded.with_columns(values)
-            .group_by("\0block", maintain_order=True)
-            .agg(pl.col("\0p").n_unique().alias("\0values"), pl.col("\0rows").first().alias("\0first"))
+        if not self.exact_for(sensitive):
+            return None
+        rows = state.rows
+        keys = self._keys(state, sensitive)
+        classes = (
+            pl.DataFrame({"\0key": keys, "\0p": rows.get_column(sensitive)})
+            .with_row_index("\0row")
+            .group_by("\0key")
+            .agg(pl.col("\0row"), pl.col("\0p").n_unique().alias("\0values"))
         )
-        uniform = stats.filter(pl.col("\0values") == 1)
-        oracle = self._oracle(state.rows, sensitive) if uniform.height else None
-        try:
-            pinned = oracle.pinned() if oracle is not None else None
-            if oracle is not None and (pinned is None or not uniform.get_column("\0first").is_in(pinned).all()):
+        uniform = classes.filter(pl.col("\0values") == 1)
+        if uniform.height:
+            pinned = self._pinned(rows, sensitive)
+            if pinned is None or not uniform.get_column("\0row").list.first().is_in(pinned.implode()).all():
                 return None
-        finally:
-            if oracle is not None:
-                oracle.close()
         cache = self.row_cache(state)
-        exact = self.exact_for(sensitive)
         views = tuple(sorted(view.name for view in self._relevant(sensitive)))
         findings: list[tuple[tuple[str, ...], SindFinding]] = []
-        lists = numbered.join(stats, on="\0block")
-        for rows_of in lists.filter((pl.col("\0values") > 1) & (pl.col("\0rows").list.len() < self.k))["\0rows"]:
-            members = tuple(cache.members[row] for row in rows_of)
-            reason = f"class of {len(members)} public tuple(s), fewer than k = {self.k}"
-            findings.append((cache.keys[rows_of[0]], SindFinding(self.k, sensitive, members, views, reason, exact)))
-        members_of_uniform = lists.filter(pl.col("\0values") == 1).explode("\0rows")
-        current = state.rows.get_column(sensitive).gather(members_of_uniform.get_column("\0rows")).alias("\0p")
-        certain = members_of_uniform.with_columns(current).group_by("\0p", maintain_order=True).agg(pl.col("\0rows"))
+        small = classes.filter((pl.col("\0values") > 1) & (pl.col("\0row").list.len() < self.k))
+        if small.height:  # their members in the order of their public values, as the general path lists them
+            ordered = (
+                small.select("\0key", "\0row")
+                .explode("\0row")
+                .join(rows.select(self.public).with_row_index("\0row"), on="\0row")
+                .sort(["\0key", *self.public])
+                .group_by("\0key", maintain_order=True)
+                .agg(pl.col("\0row"))
+            )
+            for rows_of in ordered.get_column("\0row").to_list():
+                members = tuple(cache.members[row] for row in rows_of)
+                reason = f"class of {len(members)} public tuple(s), fewer than k = {self.k}"
+                finding = SindFinding(self.k, sensitive, members, views, reason, True)
+                findings.append((cache.keys[rows_of[0]], finding))
+        members_of_uniform = uniform.select("\0row").explode("\0row")
+        current = rows.get_column(sensitive).gather(members_of_uniform.get_column("\0row")).alias("\0p")
+        certain = members_of_uniform.with_columns(current).group_by("\0p", maintain_order=True).agg(pl.col("\0row"))
         reason = "every member can take only one private value (decided over all views by SAT)"
-        for rows_of in certain.get_column("\0rows").to_list():
-            ordered = sorted(rows_of, key=cache.keys.__getitem__)
-            members = tuple(cache.members[row] for row in ordered)
-            text = "[" + ",".join([cache.texts[row] for row in ordered]) + "]"
+        for rows_of in certain.get_column("\0row").to_list():
+            ordered_rows = sorted(rows_of, key=cache.keys.__getitem__)
+            members = tuple(cache.members[row] for row in ordered_rows)
+            text = "[" + ",".join([cache.texts[row] for row in ordered_rows]) + "]"
             finding = SindFinding(self.k, sensitive, members, views, reason, True, members_text=text)
-            findings.append((cache.keys[ordered[0]], finding))
+            findings.append((cache.keys[ordered_rows[0]], finding))
         return [finding for _, finding in sorted(findings, key=lambda pair: pair[0])]
+
+    def _pinned(self, rows: pl.DataFrame, sensitive: str) -> pl.Series | None:
+        """The rows whose every instance gives them their current value, in the exact subcase, or None when
+        the question is beyond the oracle's budget (as :func:`build_oracle` says it). A row's candidates are
+        the values of P that every view projecting P and selecting it publishes beside its projection; a
+        row no such view selects can take any value. With one such view, those whose projection shows one
+        value of P; with several, the oracle's candidates."""
+        domain = self.domains.get(sensitive)
+        size = len(domain) if domain is not None else len(self._domain(rows, sensitive))
+        if rows.height * size > self.max_pairs:
+            return None
+        holding = [view for view in self._relevant(sensitive) if sensitive in view.attributes]
+        if len(holding) != 1 or domain is not None:
+            oracle = self._oracle(rows, sensitive)
+            try:
+                return oracle.pinned()
+            finally:
+                oracle.close()
+        view = holding[0]
+        others = [a for a in view.attributes if a != sensitive]
+        numbered = rows.with_row_index("\0row")
+        if view.where is not None:
+            numbered = numbered.filter(to_polars(view.where, rows.schema).fill_null(False))
+        if not others:
+            single = numbered.get_column(sensitive).drop_nulls().n_unique() == 1
+            return numbered.get_column("\0row") if single else numbered.get_column("\0row").clear()
+        shown = numbered.drop_nulls(sensitive).group_by(others).agg(pl.col(sensitive).n_unique().alias("\0n"))
+        # A row whose own value is null is fixed by the oracle (null is its one candidate).
+        fixed = numbered.filter(pl.col(sensitive).is_null()).get_column("\0row")
+        one = numbered.join(shown.filter(pl.col("\0n") == 1), on=others, how="semi", nulls_equal=True)
+        return pl.concat([one.get_column("\0row"), fixed]).cast(pl.UInt32)
 
     def _join_never_differing(
         self, blocks: list[SindClass], verdicts: Mapping[int, bool | None], oracle: CertaintyOracle

@@ -237,7 +237,7 @@ def _candidate_pairs(
         return product(numbered)
     published_rows = numbered.drop(_ROW)
     found = []
-    selected_any = pl.Series("\0selected", [False] * numbered.height)
+    selected_any = pl.Series("\0selected", [False] * numbered.height, dtype=pl.Boolean)
     for view in holding:
         others = [a for a in view.attributes if a != sensitive]
         condition = to_polars(view.where, numbered.schema).fill_null(False) if view.where is not None else pl.lit(True)

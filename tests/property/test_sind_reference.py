@@ -11,6 +11,7 @@ selection on the private attribute, the conservative partition is never coarser 
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import polars as pl
 from hypothesis import HealthCheck, given, settings
@@ -182,3 +183,38 @@ def test_tuples_that_never_differ_are_one_class_whatever_their_signatures() -> N
     truth, _, _ = _reference(case)
     assert sorted(map(sorted, truth)) == [[0, 1], [2, 4], [3]]
     assert {_positions(case, f) for f in _findings(case)} == {frozenset({3})}
+
+
+@st.composite
+def wide_publications(draw: st.DrawFn) -> tuple[pl.DataFrame, tuple[ViewDefinition, ...]]:
+    """Tables of up to 30 rows over a key (A, B), a private P (text or whole numbers, nulls too), and one
+    to three views projecting P, some with a selection on the public attributes: the exact subcase."""
+    keys = draw(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4)), max_size=30, unique=True))
+    numbers = draw(st.booleans())
+    values = st.integers(0, 3) if numbers else st.sampled_from(["x", "y", "z", "10", "9"])
+    private = draw(st.lists(values | st.none(), min_size=len(keys), max_size=len(keys)))
+    views = []
+    for i in range(draw(st.integers(1, 3))):
+        projection = (*draw(st.lists(st.sampled_from(["A", "B"]), max_size=2, unique=True)), "P")
+        where = draw(st.none() | st.builds(Comparison, st.sampled_from(["A", "B"]), st.just("="), st.integers(0, 2)))
+        views.append(ViewDefinition(f"v{i}", projection, where))
+    schema = {"A": pl.Int64, "B": pl.Int64, "P": pl.Int64 if numbers else pl.String}
+    table = pl.DataFrame([{"A": a, "B": b, "P": p} for (a, b), p in zip(keys, private, strict=True)], schema=schema)
+    return table, tuple(views)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wide_publications(), st.integers(2, 3))
+def test_the_path_without_sat_gives_the_general_paths_findings(
+    publication: tuple[pl.DataFrame, tuple[ViewDefinition, ...]], k: int
+) -> None:
+    """Where no class needs a SAT call, the findings are built without a Python object per class
+    (SindCheck._certain_classes); they are the general path's, in its order, with its ids."""
+    table, views = publication
+    check = SindCheck(views, PUBLIC, ("P",), k=k)
+    state = check.initialize()
+    check.update(state, table)
+    fast = check.result(state)
+    with patch.object(SindCheck, "_certain_classes", lambda *_: None):
+        general = check.result(state)
+    assert [f.id for f in fast] == [f.id for f in general]
