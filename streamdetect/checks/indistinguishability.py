@@ -84,17 +84,29 @@ class RowCache:
     members: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     keys: list[tuple[str, ...]] = field(default_factory=list)
+    #: The same order keys and texts as polars columns (a column per public attribute): sorting and
+    #: joining the members of a class of hundreds of thousands of tuples in polars, not in Python.
+    ordering: pl.DataFrame | None = None
     #: Per sensitive attribute of the exact subcase, each row's SIND signature as one text key (it depends
     #: on the row alone there: computed once per row).
     signatures: dict[str, pl.Series] = field(default_factory=dict)
 
     def extend(self, public: Sequence[str], rows: pl.DataFrame) -> None:
         """Add ``rows``' entries (their public attributes), after those of the rows before them."""
+        start = len(self.members)
         for values in rows.select(public).iter_rows():
             member = tuple(zip(public, values, strict=True))
             self.members.append(member)
             self.texts.append(member_text(member))
             self.keys.append(tuple(str(value) for value in values))
+        names = [f"\0k{i}" for i in range(len(public))]
+        columns = {name: [key[i] for key in self.keys[start:]] for i, name in enumerate(names)}
+        added = pl.DataFrame(
+            {**columns, "\0text": self.texts[start:]}, schema=dict.fromkeys([*names, "\0text"], pl.String)
+        )
+        self.ordering = added if self.ordering is None else pl.concat([self.ordering, added], rechunk=False)
+        if self.ordering.n_chunks() > 32:  # a gather over many small chunks is slow: one again, now and then
+            self.ordering = self.ordering.rechunk()
 
 
 @dataclass
@@ -143,6 +155,14 @@ class SindState:
         return rows
 
 
+def appended_after(rows: pl.DataFrame | None, added: pl.DataFrame | None) -> int:
+    """How many first rows of ``rows`` (a state's rows after a batch) were there before the batch appended
+    ``added`` (withdrawals take rows out, never add): those form a key already."""
+    if rows is None:
+        return 0
+    return rows.height - (added.height if added is not None else 0)
+
+
 @dataclass(frozen=True)
 class SindCheck:
     """k-SIND over the views of a table; ``public`` is B, ``sensitive`` the private attributes."""
@@ -179,10 +199,22 @@ class SindCheck:
         self.fold(state, table_rows, retracted)
         return diff(before, self.result(state)) if state.rows is not None else diff(before, [])
 
-    def refusal(self, rows: pl.DataFrame | None) -> str | None:
-        """Why the table's rows cannot be checked (the public attributes are not a key), or None."""
+    def refusal(self, rows: pl.DataFrame | None, known: int = 0) -> str | None:
+        """Why the table's rows cannot be checked (the public attributes are not a key), or None. ``known``:
+        how many first rows are a key already (a state's rows before a batch appended its own): then only
+        the rows after them are looked at, among themselves and against those (O(batch) hashing, not a
+        whole duplicate scan), and the whole scan runs only to name a repeated row."""
         if rows is None:
             return None
+        if known:
+            public = list(self.public)
+            fresh = rows.slice(known).select(public)
+            earlier = rows.head(known).select(public)
+            if (
+                not fresh.is_duplicated().any()
+                and fresh.join(earlier, on=public, how="semi", nulls_equal=True).is_empty()
+            ):
+                return None
         duplicates = rows.select(self.public).is_duplicated()
         if not duplicates.any():
             return None
@@ -196,7 +228,7 @@ class SindCheck:
         """Withdraw, then add rows; nothing is recomputed. Refused (``TopologyError``, the state unchanged)
         when the public attributes would not be a key."""
         rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
-        problem = self.refusal(rows)
+        problem = self.refusal(rows, known=appended_after(rows, table_rows))
         if problem is not None:
             raise TopologyError(problem, file=self.table_source)
         if retracted is not None and retracted.height:
@@ -432,16 +464,22 @@ class SindCheck:
                 reason = f"class of {len(members)} public tuple(s), fewer than k = {self.k}"
                 finding = SindFinding(self.k, sensitive, members, views, reason, True)
                 findings.append((cache.keys[rows_of[0]], finding))
-        members_of_uniform = uniform.select("\0row").explode("\0row")
-        current = rows.get_column(sensitive).gather(members_of_uniform.get_column("\0row")).alias("\0p")
-        certain = members_of_uniform.with_columns(current).group_by("\0p", maintain_order=True).agg(pl.col("\0row"))
+        positions = uniform.select("\0row").explode("\0row").get_column("\0row")
+        assert cache.ordering is not None
+        # Per value, its certain members in the order of their keys (as Python orders the key tuples: UTF-8
+        # bytes sort as code points), their texts joined: in polars.
+        certain = (
+            cache.ordering[positions]
+            .with_columns(positions.alias("\0row"), rows.get_column(sensitive).gather(positions).alias("\0p"))
+            .sort([c for c in cache.ordering.columns if c.startswith("\0k")])
+            .group_by("\0p", maintain_order=True)
+            .agg(pl.col("\0row"), pl.col("\0text").str.join(","))
+        )
         reason = "every member can take only one private value (decided over all views by SAT)"
-        for rows_of in certain.get_column("\0row").to_list():
-            ordered_rows = sorted(rows_of, key=cache.keys.__getitem__)
-            members = tuple(cache.members[row] for row in ordered_rows)
-            text = "[" + ",".join([cache.texts[row] for row in ordered_rows]) + "]"
-            finding = SindFinding(self.k, sensitive, members, views, reason, True, members_text=text)
-            findings.append((cache.keys[ordered_rows[0]], finding))
+        for ordered, text in certain.select("\0row", "\0text").iter_rows():
+            members = tuple(cache.members[row] for row in ordered)
+            finding = SindFinding(self.k, sensitive, members, views, reason, True, members_text=f"[{text}]")
+            findings.append((cache.keys[ordered[0]], finding))
         return [finding for _, finding in sorted(findings, key=lambda pair: pair[0])]
 
     def _pinned(self, rows: pl.DataFrame, sensitive: str) -> pl.Series | None:

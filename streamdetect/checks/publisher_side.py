@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from streamdetect.checks.findings import Delta, SindFinding, diff
-from streamdetect.checks.indistinguishability import SindCheck, SindState
+from streamdetect.checks.indistinguishability import SindCheck, SindState, appended_after
 from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.model.topology import Topology
@@ -62,6 +62,8 @@ class PublisherSide:
             rows = state.folded(batch.table, batch.retracted_table, [*self.check.public, *self.check.sensitive])
         except ValueError as exc:
             return str(exc)
+        if isinstance(self.check, SindCheck):
+            return self.check.refusal(rows, known=appended_after(rows, batch.table))
         return self.check.refusal(rows)
 
     def initialize(self) -> SindState:

@@ -10,6 +10,7 @@ selection on the private attribute, the conservative partition is never coarser 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 from unittest.mock import patch
 
@@ -204,17 +205,27 @@ def wide_publications(draw: st.DrawFn) -> tuple[pl.DataFrame, tuple[ViewDefiniti
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(wide_publications(), st.integers(2, 3))
-def test_the_path_without_sat_gives_the_general_paths_findings(
-    publication: tuple[pl.DataFrame, tuple[ViewDefinition, ...]], k: int
+@given(wide_publications(), st.integers(2, 3), st.randoms(use_true_random=False))
+def test_the_paths_without_sat_give_the_general_paths_findings(
+    publication: tuple[pl.DataFrame, tuple[ViewDefinition, ...]], k: int, rng: Any
 ) -> None:
-    """Where no class needs a SAT call, the findings are built without a Python object per class
-    (SindCheck._certain_classes); they are the general path's, in its order, with its ids."""
+    """Where no class needs a SAT call, the findings come from one group-by (SindCheck._certain_classes),
+    without a Python object per class. Fed in random batches, some withdrawing rows: after each, the
+    general path's findings on the rows present, in its order, with its ids."""
     table, views = publication
     check = SindCheck(views, PUBLIC, ("P",), k=k)
     state = check.initialize()
-    check.update(state, table)
-    fast = check.result(state)
-    with patch.object(SindCheck, "_certain_classes", lambda *_: None):
-        general = check.result(state)
-    assert [f.id for f in fast] == [f.id for f in general]
+    cuts = sorted(rng.sample(range(table.height + 1), k=min(3, table.height + 1)))
+    for start, end in itertools.pairwise([0, *cuts, table.height]):
+        withdrawn = None
+        if state.rows is not None and state.rows.height and rng.random() < 0.3:
+            withdrawn = state.rows.slice(rng.randrange(state.rows.height), 1)
+        check.update(state, table.slice(start, end - start), withdrawn)
+        if state.rows is None:
+            continue
+        fast = check.result(state)
+        fresh = check.initialize()
+        check.update(fresh, state.rows)
+        with patch.object(SindCheck, "_certain_classes", lambda *_: None):
+            general = check.result(fresh)
+        assert [f.id for f in fast] == [f.id for f in general]
