@@ -10,6 +10,7 @@ bags: folding a batch twice would count its rows twice).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -213,9 +214,13 @@ def _event_body(finding: Any) -> str:
     members = getattr(finding, "members", ())
     if len(members) <= EVENT_MEMBERS and len(finding.json_text) <= _EVENT_BODY_BYTES:
         return str(finding.json_text)
-    document = dict(finding.json_form)
+    if len(members) > EVENT_MEMBERS:  # the document of the first members only (not of them all, then cut)
+        short = dataclasses.replace(finding, members=members[:EVENT_MEMBERS], members_text=None)
+        document = {**short.json_form, "id": finding.id}
+    else:
+        document = dict(finding.json_form)
     listed = list(document.get("members", []))
-    document["truncated"] = {"members": len(listed)}
+    document["truncated"] = {"members": len(members)}
     keep = min(len(listed), EVENT_MEMBERS)
     while True:
         document["members"] = listed[:keep]
