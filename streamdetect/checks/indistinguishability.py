@@ -50,6 +50,8 @@ from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
 
 SIGNATURE = "\0signature"
+#: Why the members of a merged class are a finding (the class of the tuples certain of one value).
+CERTAIN = "every member can take only one private value (decided over all views by SAT)"
 NOT_SELECTED = "\0not selected"
 
 
@@ -419,8 +421,7 @@ class SindCheck:
             members = tuple(cache.members[row] for row in rows)
             text = "[" + ",".join([cache.texts[row] for row in rows]) + "]"
             views = tuple(sorted({view for block in merged for view in block.views}))
-            reason = "every member can take only one private value (decided over all views by SAT)"
-            findings.append(SindFinding(self.k, sensitive, members, views, reason, True, members_text=text))
+            findings.append(SindFinding(self.k, sensitive, members, views, CERTAIN, True, members_text=text))
         return sorted(findings, key=lambda f: [str(v) for _, v in f.members[0]])
 
     def _certain_classes(self, state: SindState, sensitive: str) -> list[SindFinding] | None:
@@ -475,10 +476,9 @@ class SindCheck:
             .group_by("\0p", maintain_order=True)
             .agg(pl.col("\0row"), pl.col("\0text").str.join(","))
         )
-        reason = "every member can take only one private value (decided over all views by SAT)"
         for ordered, text in certain.select("\0row", "\0text").iter_rows():
             members = tuple(cache.members[row] for row in ordered)
-            finding = SindFinding(self.k, sensitive, members, views, reason, True, members_text=f"[{text}]")
+            finding = SindFinding(self.k, sensitive, members, views, CERTAIN, True, members_text=f"[{text}]")
             findings.append((cache.keys[ordered[0]], finding))
         return [finding for _, finding in sorted(findings, key=lambda pair: pair[0])]
 
