@@ -462,7 +462,7 @@ async def _restored(service: DetectorService, out: _Outputs) -> bool:
         out.refuse(refused)
         return False
     announced = service.status(Outcome())
-    await out.deliver(announced, _At(0))
+    await out.deliver(announced, _At(0, "the restored state"))
     if out.metrics is not None:
         out.metrics.status(announced)
     return True
