@@ -70,6 +70,14 @@ PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("sum by (view) (rate(streamdetect_records_replayed_total[5m]))", "replayed: {{view}}"),
         ],
     ),
+    (
+        "Checks blind to an input, topics misconfigured (1: yes)",
+        "short",
+        [
+            ("max by (check, input) (streamdetect_inputs_missing)", "{{check}} lacks {{input}}"),
+            ("max by (topic, setting) (streamdetect_topic_misconfigured)", "{{topic}} topic: {{setting}}"),
+        ],
+    ),
 ]
 
 

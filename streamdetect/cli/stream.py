@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -13,7 +14,10 @@ from streamdetect.detector import table_readers
 from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import duration_seconds, load_topology
+from streamdetect.model.topology import Topology
 from streamdetect.stream.service import COMPACT_BYTES
+
+log = logging.getLogger(__name__)
 
 #: Where clients look for a broker when --bootstrap-servers is not given (then 127.0.0.1:9092).
 BOOTSTRAP_ENV = "STREAMDETECT_BOOTSTRAP_SERVERS"
@@ -102,6 +106,25 @@ def publish(
         )
     for name in sent.rows:
         click.echo(f"{name}: {sent.rows[name]:,} rows in {sent.records[name]:,} records", err=True)
+    _topic_problems(model, bootstrap)
+
+
+def _topic_problems(model: Topology, bootstrap: str) -> list[tuple[str, str, str]]:
+    """The output topics that exist with another configuration than streamdetect gives them, as (kind,
+    setting, message), each said on stderr at once."""
+    from streamdetect.stream.publish import topic_problems  # noqa: PLC0415 (the Kafka client loads only here)
+    from streamdetect.stream.topics import findings_topic, topic_configs  # noqa: PLC0415
+
+    found = []
+    wanted = topic_configs(model)
+    for topic, setting, what in topic_problems(model, bootstrap):
+        kind = "findings" if topic == findings_topic(model) else "dead-letters"
+        fix = f"kafka-configs --alter --entity-type topics --entity-name {topic} "
+        fix += f"--add-config {setting}={wanted[topic][setting]}"
+        message = f"topic {topic} ({kind}): {setting} {what}; fix it with `{fix}` (docs/streaming.md, Topics)"
+        click.echo(f"warning: {message}", err=True)
+        found.append((kind, setting, message))
+    return found
 
 
 class Duration(click.ParamType):
@@ -226,6 +249,15 @@ def worker(
         replay_retention_s=replay_retention,
     )
     prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
+    problems = _topic_problems(model, bootstrap)
+    metrics.topics([(kind, setting) for kind, setting, _ in problems], ("findings", "dead-letters"))
+
+    @app.task  # type: ignore[untyped-decorator]  # faust.App.task is untyped
+    async def say_topic_problems() -> None:
+        """In the worker's log, once it runs: the output topics it found misconfigured."""
+        for _, _, message in problems:
+            log.warning("%s", message)
+
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_host)
     run_worker(app, loglevel)

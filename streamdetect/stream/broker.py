@@ -85,6 +85,10 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# A local broker: the log cleaner and the retention check look every second, not every 15 s and 5 min
+# (a compacted topic, or a short retention a test sets, shows its effect at once).
+log.cleaner.backoff.ms=1000
+log.retention.check.interval.ms=1000
 """
 
 # A second listener with SASL (PLAIN and SCRAM) for trying and testing authenticated clients: PLAIN users

@@ -95,6 +95,13 @@ class WorkerMetrics:
             ["input", "check"],
             registry=r,
         )
+        self.misconfigured = Gauge(
+            "streamdetect_topic_misconfigured",
+            "1 for an output topic found with another setting than streamdetect creates it with (a findings topic "
+            "that deletes by retention forgets open findings), by topic kind and setting.",
+            ["topic", "setting"],
+            registry=r,
+        )
         self._open: dict[str, tuple[str, str, str]] = {}
         self._readers: list[str] = []
 
@@ -112,6 +119,14 @@ class WorkerMetrics:
             # 0, not absent, until the first finding is raised or cleared.
             self.raised.labels(summary.name)
             self.cleared.labels(summary.name)
+
+    def topics(self, problems: Iterable[tuple[str, str]], kinds: Iterable[str]) -> None:
+        """The misconfigured gauge: 1 for each (topic kind, setting) found wrong at the start, 0 for the
+        settings of the other kinds (``kinds``: findings, dead-letters) that are right."""
+        wrong = set(problems)
+        for kind in kinds:
+            for setting in ("cleanup.policy", "max.message.bytes") if kind == "findings" else ("cleanup.policy",):
+                self.misconfigured.labels(kind, setting).set(1 if (kind, setting) in wrong else 0)
 
     def inputs(self, incomplete: Iterable[str]) -> None:
         """The checks that cannot see the table now (:meth:`Detector.incomplete`): their gauge 1, the

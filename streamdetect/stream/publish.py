@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import KafkaError, SaslAuthenticationFailedError, TopicAlreadyExistsError
 
 from streamdetect.detector import table_readers
@@ -46,6 +46,7 @@ from streamdetect.stream.topics import (
     findings_topic,
     route_topic,
     table_topic,
+    topic_configs,
     universal_topic,
     view_topic,
 )
@@ -72,12 +73,42 @@ def input_topics(topology: Topology, checks: Sequence[str] | None = None) -> dic
 
 
 def create_topics(topology: Topology, bootstrap: str, partitions: int = 1) -> list[str]:
-    """Create the input (views, table), findings and dead-letter topics that do not exist yet; the names
-    created. The findings topic takes records up to :data:`FINDINGS_MAX_BYTES` (a SIND class lists its
-    members)."""
+    """Create the input (views, table), findings and dead-letter topics that do not exist yet, the output
+    topics with their configuration (:func:`~streamdetect.stream.topics.topic_configs`: compacted); the
+    names created."""
     names = [*input_topics(topology), findings_topic(topology), dead_letter_topic(topology)]
-    configs = {findings_topic(topology): {"max.message.bytes": str(FINDINGS_MAX_BYTES)}}
-    return _create_missing(bootstrap, dict.fromkeys(names, partitions), "streamdetect-publish", configs)
+    return _create_missing(bootstrap, dict.fromkeys(names, partitions), "streamdetect-publish", topic_configs(topology))
+
+
+def topic_problems(topology: Topology, bootstrap: str) -> list[tuple[str, str, str]]:
+    """The output topics that exist with another configuration than :func:`topic_configs` gives, as
+    (topic, setting, what is wrong): a findings topic that deletes by retention forgets open findings, one
+    that takes smaller records cuts the events of large classes further. Read from the broker's effective
+    values (a topic's own, else the broker's defaults)."""
+    wanted = topic_configs(topology)
+    admin = _admin(bootstrap, "streamdetect-worker")
+    try:
+        present = [name for name in wanted if name in set(admin.list_topics())]
+        if not present:
+            return []
+        resources = [
+            ConfigResource(ConfigResourceType.TOPIC, name, configs=dict.fromkeys(wanted[name])) for name in present
+        ]
+        described = admin.describe_configs(resources, config_filter="all").get("topic", {})
+    finally:
+        admin.close()
+    problems = []
+    for name in present:
+        found = {key: str(entry.get("value")) for key, entry in described.get(name, {}).items()}
+        policy = found.get("cleanup.policy")
+        if "cleanup.policy" in wanted[name] and policy is not None and policy != wanted[name]["cleanup.policy"]:
+            problems.append(
+                (name, "cleanup.policy", f"is {policy!r}, not 'compact': records are deleted after the retention")
+            )
+        size, least = found.get("max.message.bytes"), wanted[name].get("max.message.bytes")
+        if least is not None and size is not None and size.isdigit() and int(size) < int(least):
+            problems.append((name, "max.message.bytes", f"is {size}, below {least}"))
+    return problems
 
 
 def _create_missing(
@@ -301,24 +332,27 @@ def publish(
     return sent
 
 
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[bytes]:
-    """Every value of ``topic`` from its beginning to its end as of now (:func:`read_records`)."""
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[bytes | None]:
+    """Every value of ``topic`` from its beginning to its end as of now (:func:`read_records`; None: a
+    tombstone)."""
     return [value for value, _ in read_records(bootstrap, topic, timeout_s)]
 
 
-def read_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+def read_records(
+    bootstrap: str, topic: str, timeout_s: float = 30.0
+) -> list[tuple[bytes | None, list[tuple[str, bytes]]]]:
     """Every record of ``topic`` as (value, headers) (:func:`read_records_with_keys`)."""
     return [(value, headers) for _, value, headers in read_records_with_keys(bootstrap, topic, timeout_s)]
 
 
-def read_records_keyed(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, bytes]]:
+def read_records_keyed(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[tuple[bytes, bytes | None]]:
     """Every record of ``topic`` as (key, value) (:func:`read_records_with_keys`)."""
     return [(key, value) for key, value, _ in read_records_with_keys(bootstrap, topic, timeout_s)]
 
 
 def read_records_with_keys(
     bootstrap: str, topic: str, timeout_s: float = 30.0
-) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+) -> list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]:
     """Every record of ``topic`` as (key, value, headers) from its beginning to its end as of now, in order
     within each partition (a consumer outside any group: it commits nothing and moves no one's offsets);
     the other readers keep parts of these."""
@@ -334,7 +368,7 @@ def read_records_with_keys(
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         ends = consumer.end_offsets(partitions)
-        records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = []
+        records: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]] = []
         deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < ends[tp] for tp in partitions):
             if time.monotonic() > deadline:

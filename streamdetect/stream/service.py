@@ -122,7 +122,8 @@ class Outcome:
     """What one record led to: table writes, finding events (key, JSON value), or a dead letter."""
 
     writes: dict[str, bytes] = field(default_factory=dict)
-    events: list[tuple[bytes, bytes]] = field(default_factory=list)
+    #: Findings-topic records (key, value): events, and tombstones (value None) of cleared findings.
+    events: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     dead: DeadLetter | None = None
     replayed: bool = False
     #: The record read (None for a dead letter) and the findings it raised and cleared.
@@ -455,7 +456,9 @@ class DetectorService:
         earliest = min(r.published for r in reads)
         outcome = Outcome(publication=read, raised=tuple(delta.raised), cleared=tuple(delta.cleared), earliest=earliest)
         batches = [r.batch_id for r in reads] if len(reads) > 1 else None
-        outcome.events = finding_events(delta.cleared, "cleared", read, batches)
+        outcome.events = [*finding_events(delta.cleared, "cleared", read, batches)]
+        # Then a tombstone per cleared finding: the compacted findings topic keeps the open ones only.
+        outcome.events += [(finding.id.encode(), None) for finding in delta.cleared]
         outcome.events += finding_events(delta.raised, "raised", read, batches)
         entries = dict(self.detector.changes())
         _extend(self.segments, entries)
@@ -693,21 +696,24 @@ def _refused(message: str) -> DeadLetter:
     return DeadLetter("refused", "the detector refused the batch")
 
 
-def open_findings(events: Sequence[bytes]) -> dict[str, dict[str, Any]]:
+def open_findings(events: Sequence[bytes | None]) -> dict[str, dict[str, Any]]:
     """The open findings after a sequence of findings-topic values, in order: by id, the report-format
     body of every finding raised and not cleared since. A replayed event changes nothing (an id raised
     twice is one open finding; a cleared id stays cleared until raised again)."""
     return fold_events(events)[0]
 
 
-def fold_events(events: Sequence[bytes]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def fold_events(events: Sequence[bytes | None]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """The open findings (:func:`open_findings`) and the checks incomplete after a sequence of
     findings-topic values, in order: per check, the reason of its last status event when that says
-    ``incomplete`` (:func:`status_events`). Raises ``ValueError`` (or ``KeyError``) on a value that is
-    not an event."""
+    ``incomplete`` (:func:`status_events`). A tombstone (None) follows the ``cleared`` event of its
+    finding, or is all compaction left of it: nothing to do. Raises ``ValueError`` (or ``KeyError``) on a
+    value that is not an event."""
     opened: dict[str, dict[str, Any]] = {}
     incomplete: dict[str, str] = {}
     for value in events:
+        if value is None:
+            continue
         event = json.loads(value)
         kind = event["event"]
         if kind == "raised":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.stream.records import FINDINGS_MAX_BYTES
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -44,3 +45,15 @@ def universal_topic(topology: Topology) -> str:
     """Where the worker writes the universal-relation stream (``--universal-rows``):
     ``streamdetect.<topology>.universal``."""
     return f"{_prefix(topology)}.universal"
+
+
+def topic_configs(topology: Topology) -> dict[str, dict[str, str]]:
+    """The configuration streamdetect creates its output topics with (docs/streaming.md, "Topics"), and
+    an operator who creates them by hand must give them: the findings topic holds the open findings for as
+    long as the deployment lives (compacted by finding id: the latest event of each, a tombstone when one
+    clears; never deleted by retention) and takes records up to the size of a large class's event; the
+    dead-letter topic keeps one letter per record read (compacted by the letter's key)."""
+    return {
+        findings_topic(topology): {"cleanup.policy": "compact", "max.message.bytes": str(FINDINGS_MAX_BYTES)},
+        dead_letter_topic(topology): {"cleanup.policy": "compact"},
+    }

@@ -21,7 +21,7 @@ from streamdetect.stream import broker
 from streamdetect.stream.metrics import fetch, samples
 from streamdetect.stream.publish import create_topics
 from streamdetect.stream.records import Publication, encode_publication
-from streamdetect.stream.topics import view_topic
+from streamdetect.stream.topics import table_topic, view_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,6 +87,12 @@ class Feed:
         value, headers = encode_publication(publication)
         definition = next(v for v in self.topology.views if v.name == view)
         self.producer.send(view_topic(self.topology, definition), value=value, headers=headers)
+        self.producer.flush()
+
+    def send_table(self, rows: pl.DataFrame, batch: str) -> None:
+        """Rows of the private table, to its topic."""
+        value, headers = encode_publication(Publication(None, "add", batch, dt.datetime.now(dt.UTC), rows))
+        self.producer.send(table_topic(self.topology), value=value, headers=headers)
         self.producer.flush()
 
 

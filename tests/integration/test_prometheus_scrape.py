@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import streamdetect
+from streamdetect.io.sources import load_data
 from streamdetect.stream import broker
 from streamdetect.stream.publish import read_topic
 from streamdetect.stream.service import open_findings
@@ -48,10 +49,15 @@ def _query(port: int, expr: str) -> list[object]:
 def test_prometheus_scrapes_a_worker_and_every_query_returns_a_series(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
-    _, topology, views, feed = table1_stream(tmp_path, "scraped", kafka_bootstrap, workers)
+    # Table k-anonymity too, which reads the private table: its topic and the inputs-missing gauge exist.
+    extra = "  table-k-anonymity: {k: 2}\n"
+    _, topology, views, feed = table1_stream(tmp_path, "scraped", kafka_bootstrap, workers, extra=extra)
     for name, frame in views.items():
         for position in range(frame.height):
             feed.send(name, frame.slice(position, 1), f"{name}-{position}")
+    table = load_data(topology)[1]
+    assert table is not None
+    feed.send_table(table, "table")
     feed.send("v1", views["v1"].head(1), "v1-0")  # a replay
     feed.producer.send("streamdetect.scraped.view.v1", value=b"poison", headers=[])
     feed.producer.flush()
