@@ -22,7 +22,7 @@ from streamdetect.checks.findings import (
 )
 from streamdetect.checks.linkage import Linkage
 from streamdetect.checks.protocol import Batch, CheckSummary, ProgressFactory
-from streamdetect.checks.registry import REGISTRY
+from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.detector import Detector, checks_to_run
 from streamdetect.errors import StreamdetectError, TopologyError
 from streamdetect.model.topology import Topology
@@ -43,8 +43,6 @@ __all__ = [
 Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding | GroupFinding
 #: What fails a run: any finding, or only certain ones (``check --fail-on``).
 FailOn = Literal["any", "certain"]
-#: Checks this version runs, in report order (the registry's).
-CHECKS: tuple[str, ...] = tuple(REGISTRY)
 
 
 #: Checks that read the private table whatever the topology (publisher-side).

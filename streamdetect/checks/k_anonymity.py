@@ -152,6 +152,13 @@ class KAnonymity:
     k_override: int | None = None
     name = "k-anonymity"
 
+    @classmethod
+    def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> KAnonymity:
+        """The check as the topology configures it, ``k`` overriding (the join of all views: no closure
+        levels)."""
+        del max_level
+        return cls(topology, k)
+
     @cached_property
     def method(self) -> KAnonymityCheck:
         """The method the topology's subcase calls for (module docstring)."""

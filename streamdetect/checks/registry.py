@@ -1,36 +1,35 @@
 """The checks this version runs, by name: one registration per check, no switches on names elsewhere.
 
 Adding a check is its module (implementing :class:`~streamdetect.checks.protocol.Check`) plus one entry
-here: its factory, its default threshold and whether it ties identifiers to sensitive values.
+here: where its factory is, its default threshold and whether it ties identifiers to sensitive values.
+
+A registration names its factory as ``module:attribute`` (an entry point's form) and loads it on first
+use, so reading the registry (the command line's choices, the topology loader's defaults) imports no
+check and none of the libraries the checks compute with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from importlib.metadata import EntryPoint
+from typing import TYPE_CHECKING, Any
 
-from streamdetect.checks.k_anonymity import KAnonymity
-from streamdetect.checks.linkage import Linkage
-from streamdetect.checks.protocol import Check
-from streamdetect.checks.publisher_side import PublisherSide
-from streamdetect.checks.table_anonymity import TableAnonymity
-from streamdetect.model.topology import Topology
+if TYPE_CHECKING:
+    from streamdetect.checks.protocol import Check
+    from streamdetect.model.topology import Topology
 
 #: ``build(topology, k, max_level)``: the check as the topology configures it, ``k`` overriding.
-Build = Callable[[Topology, int | None, int | None], Check[Any, Any]]
-
-
-def _k_anonymity(topology: Topology, k: int | None, max_level: int | None) -> KAnonymity:
-    del max_level  # the join of all views: no closure levels
-    return KAnonymity(topology, k)
+Build = Callable[["Topology", int | None, int | None], "Check[Any, Any]"]
 
 
 @dataclass(frozen=True)
 class Registration:
     """A check's factory and what the topology loader needs to know of it."""
 
-    build: Build
+    #: the factory, ``module:attribute`` (loaded on first use)
+    factory: str
     default_k: int = 2
     #: ties identifier values to sensitive ones, so the table must declare identifiers
     needs_identifiers: bool = False
@@ -39,13 +38,29 @@ class Registration:
     #: the threshold's key in the topology (``checks: {l-diversity: {l: 3}}``)
     threshold: str = "k"
 
+    @cached_property
+    def _build(self) -> Build:
+        built: Build = EntryPoint(name="", value=self.factory, group="streamdetect.checks").load()
+        return built
+
+    def build(self, topology: Topology, k: int | None, max_level: int | None) -> Check[Any, Any]:
+        """The check as ``topology`` configures it, ``k`` overriding its threshold."""
+        return self._build(topology, k, max_level)
+
 
 #: Every check, in report order.
 REGISTRY: Mapping[str, Registration] = {
-    "linkage": Registration(Linkage.from_topology, needs_identifiers=True),
-    "k-anonymity": Registration(_k_anonymity, needs_identifiers=True),
-    "sind": Registration(PublisherSide.sind),
-    "rsind": Registration(PublisherSide.rsind),
-    "table-k-anonymity": Registration(TableAnonymity.k_anonymity, needs_quasi_identifiers=True),
-    "l-diversity": Registration(TableAnonymity.l_diversity, needs_quasi_identifiers=True, threshold="l"),
+    "linkage": Registration("streamdetect.checks.linkage:Linkage.from_topology", needs_identifiers=True),
+    "k-anonymity": Registration("streamdetect.checks.k_anonymity:KAnonymity.from_topology", needs_identifiers=True),
+    "sind": Registration("streamdetect.checks.publisher_side:PublisherSide.sind"),
+    "rsind": Registration("streamdetect.checks.publisher_side:PublisherSide.rsind"),
+    "table-k-anonymity": Registration(
+        "streamdetect.checks.table_anonymity:TableAnonymity.k_anonymity", needs_quasi_identifiers=True
+    ),
+    "l-diversity": Registration(
+        "streamdetect.checks.table_anonymity:TableAnonymity.l_diversity", needs_quasi_identifiers=True, threshold="l"
+    ),
 }
+
+#: The checks' names, in report order.
+CHECKS: tuple[str, ...] = tuple(REGISTRY)

@@ -12,29 +12,20 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import polars as pl
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
 
 from streamdetect.bench.adult import ADULT_ROWS
-from streamdetect.bench.anonymity import compare_with_pycanon
-from streamdetect.bench.bp import generate_bp, write_bp
-from streamdetect.bench.fragmentation import time_fragmentation
-from streamdetect.bench.incremental import run_incremental
-from streamdetect.bench.kmsd import compare_with_anjana
-from streamdetect.bench.loose import time_loose
+from streamdetect.checks.registry import CHECKS
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.cli.stream import BOOTSTRAP
-from streamdetect.detector import table_readers
-from streamdetect.engine import CHECKS
 from streamdetect.errors import TopologyError
-from streamdetect.io.sources import load_data
-from streamdetect.io.topology_file import load_topology
-from streamdetect.model.topology import Topology
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from streamdetect.model.topology import Topology
 
 
 @click.group()
@@ -61,6 +52,11 @@ def generate() -> None:
 )
 def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) -> None:
     """The BP benchmark: Adult joined to generated identities, six views (Table 3), a topology."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from streamdetect.bench.bp import generate_bp, write_bp
+
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("generating identities", total=rows)
@@ -102,6 +98,9 @@ def run_command(
     as_json: bool,
 ) -> None:
     """Time the check of TOPOLOGY: wall time, peak memory, findings per level (medians of --repeat runs)."""
+    from rich.console import Console
+    from rich.table import Table
+
     runs = [_child(topology, k, None, checks) for _ in range(repeat)]
     baseline = _child(topology, k, duckdb_timeout, ("linkage",))["duckdb"] if versus == "duckdb" else None
     median = {key: statistics.median(r[key] for r in runs) for key in ("load_s", "check_s", "wall_s", "peak_mb")}
@@ -147,6 +146,10 @@ def run_command(
 def anonymity_command(topology: Path, k: int, repeat: int, as_json: bool) -> None:
     """Time table-k-anonymity and l-diversity on TOPOLOGY's table beside pycanon's (pip install pycanon, or
     the bench extra), in one run: medians of REPEAT runs, and the ratios."""
+    from streamdetect.bench.anonymity import compare_with_pycanon
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+
     model = load_topology(topology)
     _, table = load_data(model, with_table=True)
     if table is None:
@@ -180,6 +183,10 @@ def anonymity_command(topology: Path, k: int, repeat: int, as_json: bool) -> Non
 def anonymize_command(topology: Path, k: int, rows: int | None, repeat: int, as_json: bool) -> None:
     """K-MSD-AG beside anjana's k-anonymity (pip install anjana, or the bench extra) on TOPOLOGY's table,
     quasi-identifiers and generalization hierarchies, in one run: time, information loss, FDs after."""
+    from streamdetect.bench.kmsd import compare_with_anjana
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+
     model = load_topology(topology)
     _, table = load_data(model, with_table=True)
     if table is None:
@@ -218,6 +225,8 @@ def loose_command(rows: int, k: int, seed: int, repeat: int, as_json: bool) -> N
     """Time a k-loose association (alike keys, grouping, verification) on a generated HOSPITAL-like table
     (De Capitani di Vimercati et al., Appendix B: about 100,000 rows, k = 10), and its utility: the mean
     relative error of random COUNT queries answered from the fragments and the association."""
+    from streamdetect.bench.loose import time_loose
+
     outcome = time_loose(rows, k, repeat=repeat, seed=seed)
     if as_json:
         click.echo(json.dumps(outcome))
@@ -248,6 +257,8 @@ def fragment_command(
     """Time `fragment` (SAT encoding and solving) on a generated problem with a planted solution, at the
     scales of De Capitani di Vimercati et al., Appendix B (40 attributes with 16 constraints and
     requirements; 2,500 with 2,000)."""
+    from streamdetect.bench.fragmentation import time_fragmentation
+
     outcome = time_fragmentation(attributes, constraints, requirements, repeat=repeat, seed=seed)
     if as_json:
         click.echo(json.dumps(outcome))
@@ -265,6 +276,9 @@ def _inputs(
 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
     """The views' rows and, when fed, the private table's: by default when a check run reads the table
     (it needs ``table.source`` then)."""
+    from streamdetect.detector import table_readers
+    from streamdetect.io.sources import load_data
+
     wanted = bool(table_readers(model, checks)) if feed_table is None else feed_table
     if wanted and model.table.source is None:
         raise TopologyError(
@@ -321,6 +335,12 @@ def incremental_command(
     as_json: bool,
 ) -> None:
     """Feed TOPOLOGY's rows as micro-batches through the Detector; per-batch latency, rows/s, state bytes."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from streamdetect.bench.incremental import run_incremental
+    from streamdetect.io.topology_file import load_topology
+
     model = load_topology(topology)
     views, table = _inputs(model, checks or None, feed_table)
     console = Console(stderr=True)
@@ -396,7 +416,7 @@ def stream_command(
     as_json: bool,
 ) -> None:
     """Publish TOPOLOGY's views through a broker while workers read them: rows/s, detection latency."""
-    from streamdetect.bench.stream import run_stream  # noqa: PLC0415 (Kafka and Faust load only here)
+    from streamdetect.bench.stream import run_stream
 
     outcome = run_stream(
         topology,

@@ -14,33 +14,26 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
-from rich.console import Console
-from rich.table import Table
 
-from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, finding_from_dict
-from streamdetect.checks.linkage import finding_order
+from streamdetect.checks.registry import CHECKS
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
 from streamdetect.cli.remediation import anonymize, dependencies, fragment, loose, remediate
 from streamdetect.cli.stream import BOOTSTRAP, publish, worker
-from streamdetect.detector import Detector
-from streamdetect.engine import CHECKS, FailOn, Finding, Report, checks_to_run, needs_table, run_checks
 from streamdetect.errors import TopologyError
-from streamdetect.explanations import explain_cover, explain_group, explain_linkage, explain_sind
-from streamdetect.io.sources import load_data, load_views
-from streamdetect.io.topology_file import load_topology
-from streamdetect.model.topology import MAX_K, Topology
-from streamdetect.relational.universal import channel_sizes, universal_relation
-from streamdetect.reporting.baseline import accepted_ids
-from streamdetect.reporting.console import progress_bars, render_report
-from streamdetect.reporting.document import layout
-from streamdetect.reporting.dot import view_graph_dot
-from streamdetect.reporting.junit import junit_xml
-from streamdetect.reporting.markdown import markdown
+from streamdetect.model.limits import MAX_K
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from streamdetect.engine import FailOn, Finding, Report
+    from streamdetect.model.topology import Topology
+
+# The commands import what they compute with in their bodies: `--help` and a bad option load none of it.
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
@@ -99,6 +92,14 @@ def check(
     impact: bool,
 ) -> None:
     """Check TOPOLOGY's views: exit 0 when nothing fails the run, 1 when something does, 2 on bad input."""
+    from rich.console import Console
+
+    from streamdetect.engine import checks_to_run, needs_table, run_checks
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.reporting.baseline import accepted_ids
+    from streamdetect.reporting.console import progress_bars
+
     model = load_topology(topology)
     names = checks_to_run(model, checks or None)
     accepted = accepted_ids(baseline) if baseline is not None else frozenset()
@@ -114,6 +115,13 @@ def check(
 
 def _emit(report: Report, chosen: str, output: Path | None, limit: int, fail_on: FailOn) -> None:
     """Write the report in the chosen format (to ``output`` or stdout) and exit with its exit code."""
+    from rich.console import Console
+
+    from streamdetect.reporting.console import render_report
+    from streamdetect.reporting.document import layout
+    from streamdetect.reporting.junit import junit_xml
+    from streamdetect.reporting.markdown import markdown
+
     target = Console(file=io.StringIO(), width=120) if output is not None else Console()
     if chosen == "human":
         render_report(target, report, limit=limit, fail_on=fail_on)
@@ -148,9 +156,14 @@ def findings(
     """The findings open now on TOPOLOGY's findings topic (written by `streamdetect worker`), reported as
     `check` reports them, with the same exit codes; and the checks the worker reported incomplete (an
     input they read, the private table, not seen): then exit code 4 when nothing fails the run."""
-    from streamdetect.stream.publish import read_topic  # noqa: PLC0415 (the Kafka client loads only here)
-    from streamdetect.stream.service import EVENT_MEMBERS, fold_events  # noqa: PLC0415
-    from streamdetect.stream.topics import findings_topic  # noqa: PLC0415
+    from streamdetect.checks.findings import LinkageFinding, finding_from_dict
+    from streamdetect.checks.linkage import finding_order
+    from streamdetect.detector import Detector
+    from streamdetect.engine import Report, checks_to_run
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.stream.publish import read_topic
+    from streamdetect.stream.service import EVENT_MEMBERS, fold_events
+    from streamdetect.stream.topics import findings_topic
 
     model = load_topology(topology)
     names = checks_to_run(model, None)
@@ -208,6 +221,13 @@ def explain(
     With --report the finding is read from that report and only what it needs is computed; without it
     the checks are rerun to find it.
     """
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamdetect.engine import checks_to_run, needs_table
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+
     model = load_topology(topology)
     if report is not None:
         finding = _finding_in_report(report, reference)
@@ -252,6 +272,9 @@ def _sections(
     model: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: Finding
 ) -> list[tuple[str, pl.DataFrame]]:
     """The rows behind a finding, by its kind."""
+    from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding
+    from streamdetect.explanations import explain_cover, explain_group, explain_linkage, explain_sind
+
     if isinstance(finding, LinkageFinding):
         return explain_linkage(model, views, finding)
     if isinstance(finding, AssociationCoverFinding):
@@ -277,6 +300,8 @@ def _locate(
 ) -> Finding:
     """The finding with this id, running one check at a time and stopping at the one that has it (a
     position needs every check before it, in report order)."""
+    from streamdetect.engine import run_checks
+
     if _is_position(reference):
         return _pick(run_checks(model, views, table=table, checks=names, k=k).findings, reference, "the report")
     for name in names:
@@ -310,6 +335,9 @@ def _pick(findings: Sequence[Finding], reference: str, where: str) -> Finding:
 
 def _finding_in_report(path: Path, reference: str) -> Finding:
     """The finding ``reference`` (id or position) of a saved JSON report, rebuilt."""
+    from streamdetect.checks.findings import finding_from_dict
+    from streamdetect.reporting.baseline import accepted_ids
+
     accepted_ids(path)  # validates the file as a report, naming it when it is not
     entries = json.loads(path.read_text(encoding="utf-8"))["findings"]
     try:
@@ -343,6 +371,16 @@ def closure(
     topology: Path, as_json: bool, output_format: str, max_level: int | None, universal: Path | None, max_rows: int
 ) -> None:
     """List TOPOLOGY's channels (connected sets of views) by level, with schemas and exact row counts."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamdetect.checks.findings import LinkageFinding
+    from streamdetect.engine import checks_to_run, needs_table, run_checks
+    from streamdetect.io.sources import load_data, load_views
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.relational.universal import channel_sizes, universal_relation
+    from streamdetect.reporting.dot import view_graph_dot
+
     model = load_topology(topology)
     if output_format == "dot":
         names = checks_to_run(model)

@@ -8,34 +8,20 @@ import json
 import time
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
-from rich.console import Console
-from rich.table import Table
 
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.table_anonymity import TableAnonymity
 from streamdetect.cli.errors import fail_cleanly
-from streamdetect.engine import Report, run_checks
 from streamdetect.errors import TopologyError
-from streamdetect.io.sources import load_data
-from streamdetect.io.topology_file import load_topology
-from streamdetect.model.topology import Topology
-from streamdetect.relational.dependencies import Verdict, functional, k_multiset, multivalued
-from streamdetect.remediation.fragmentation import minimal_fragmentation
-from streamdetect.remediation.kmsd import information_loss, k_msd, k_msd_ag, prepare
-from streamdetect.remediation.loose import (
-    Exposure,
-    Grouping,
-    alike_keys,
-    exposure,
-    fragment_codes,
-    greedy_grouping,
-    split_k,
-    verify,
-)
-from streamdetect.remediation.proposals import Proposal, fragmented, generalized
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from streamdetect.engine import Report
+    from streamdetect.model.topology import Topology
+    from streamdetect.remediation.loose import Exposure, Grouping
+    from streamdetect.remediation.proposals import Proposal
 
 #: Tables up to this many rows get their exposure (section 6) computed; beyond, it is skipped.
 EXPOSURE_ROWS = 2_000
@@ -59,6 +45,12 @@ def fragment(topology: Path, as_json: bool) -> None:
 
     Attributes that no requirement mentions are in no fragment; fragments share no attribute, so they
     cannot be joined (De Capitani di Vimercati et al., VLDB 2010, Problem 4.1)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.remediation.fragmentation import minimal_fragmentation
+
     model = load_topology(topology)
     spec = model.fragmentation
     if spec is None:
@@ -169,6 +161,10 @@ def loose(
     between them (De Capitani di Vimercati et al., VLDB 2010, section 5): every row's left half hides
     among at least k right halves, none alike under the ``fragmentation.constraints`` the two fragments
     cover, and symmetrically. The grouping is verified (Definition 5.4) before it is printed."""
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.remediation.loose import alike_keys, exposure, fragment_codes, greedy_grouping, verify
+
     model = load_topology(topology)
     left, right, covered = _fragments(model, left_text, right_text)
     k_left, k_right = _split(k, kl, kr)
@@ -218,6 +214,8 @@ def loose(
 
 def _split(k: int, kl: int | None, kr: int | None) -> tuple[int, int]:
     """``(kl, kr)`` as given (both, with a product of at least k), or k split evenly."""
+    from streamdetect.remediation.loose import split_k
+
     if (kl is None) != (kr is None):
         raise TopologyError("give both --kl and --kr, or neither (k is then split evenly)")
     k_left, k_right = (kl, kr) if kl is not None and kr is not None else split_k(k)
@@ -253,6 +251,8 @@ def _fraction(text: str) -> Fraction:
 def _published(table: pl.DataFrame, left: list[str], right: list[str], grouping: Grouping) -> dict[str, pl.DataFrame]:
     """The fragments with their group column ``G``, sorted by group then values (never in table order,
     which would give the association away), and the association A(G_l, G_r)."""
+    import polars as pl
+
     groups = pl.DataFrame(
         {"G_l": list(grouping.left), "G_r": list(grouping.right)}, schema={"G_l": pl.Int64, "G_r": pl.Int64}
     )
@@ -267,6 +267,7 @@ def _published(table: pl.DataFrame, left: list[str], right: list[str], grouping:
 def _loose_document(
     grouping: Grouping, published: dict[str, pl.DataFrame], covered: list[tuple[str, ...]], increases: list[str] | None
 ) -> dict[str, object]:
+
     def rows(frame: pl.DataFrame) -> list[list[object]]:
         return [list(row) for row in frame.iter_rows()]
 
@@ -288,6 +289,8 @@ def _loose_document(
 
 
 def _print_loose(body: dict[str, object], out: Path | None) -> None:
+    from rich.console import Console
+
     console = Console()
     left, right = body["left"], body["right"]
     assert isinstance(left, dict)
@@ -342,6 +345,12 @@ def dependencies(topology: Path, kmsds: tuple[str, ...], k: int, as_json: bool) 
     """Check that the table's rows (``table.source``) obey the topology's functional and multivalued
     dependencies, and any K-MSD given (Huang et al. 2014, Definition 7: every (X, Y)-value at least k
     rows). A generalization that breaks an FD the data had is what K-MSD-AG avoids."""
+    from rich.console import Console
+
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.relational.dependencies import Verdict, functional, k_multiset, multivalued
+
     model = load_topology(topology)
     _, table = load_data(model, with_table=True)
     if table is None:
@@ -400,6 +409,14 @@ def anonymize(topology: Path, k: int, algorithm: str, out: Path, as_json: bool) 
     among the quasi-identifiers. Values are generalized along the topology's ``generalization:``
     hierarchies (an attribute without one can only be suppressed to ``*``). Writes DIR/anonymized.csv
     and DIR/report.json; the result is re-checked before it is written."""
+    import polars as pl
+    from rich.console import Console
+
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.relational.dependencies import functional
+    from streamdetect.remediation.kmsd import information_loss, k_msd, k_msd_ag, prepare
+
     model = load_topology(topology)
     quasi = list(model.table.quasi_identifiers)
     if not quasi:
@@ -457,6 +474,10 @@ def anonymize(topology: Path, k: int, algorithm: str, out: Path, as_json: bool) 
 def _recheck(model: Topology, result: pl.DataFrame, quasi: list[str], k: int, algorithm: str) -> None:
     """Never write what the checks would flag: table-k-anonymity on the result finds nothing, and
     K-MSD-AG kept every FD among the quasi-identifiers that held before."""
+    from streamdetect.checks.protocol import Batch
+    from streamdetect.checks.table_anonymity import TableAnonymity
+    from streamdetect.relational.dependencies import functional
+
     check = TableAnonymity(model, "table-k-anonymity", k)
     found = list(check.update(check.initialize(), Batch(table=result)).raised)
     if any(f.relation is None for f in found):
@@ -486,6 +507,11 @@ def remediate(topology: Path, k: int | None, out: Path | None, as_json: bool) ->
     K-MSD-AG with its views recomputed; the minimal fragmentation with a k-loose association) and re-run
     every configured check on each: before and after findings, and the utility each costs. Only a
     proposal the checks find clean is called safe."""
+    from streamdetect.engine import run_checks
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.remediation.proposals import fragmented, generalized
+
     model = load_topology(topology)
     views, table = load_data(model, with_table=True)
     if table is None:
@@ -528,6 +554,8 @@ def _proposal_document(proposal: Proposal) -> dict[str, object]:
 
 
 def _print_proposals(before: Report, proposals: list[Proposal], k: int) -> None:
+    from rich.console import Console
+
     console = Console()
     if not before.findings:
         console.print(f"no finding in {before.topology!r}: nothing to remediate")

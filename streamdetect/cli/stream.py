@@ -5,21 +5,19 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from streamdetect.cli.errors import fail_cleanly
-from streamdetect.detector import table_readers
 from streamdetect.errors import TopologyError
-from streamdetect.io.sources import load_data
-from streamdetect.io.topology_file import duration_seconds, load_topology
-from streamdetect.model.topology import Topology
-from streamdetect.stream.service import COMPACT_BYTES
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+
+if TYPE_CHECKING:
+    from streamdetect.model.topology import Topology
 
 log = logging.getLogger(__name__)
 
-#: Where clients look for a broker when --bootstrap-servers is not given (then 127.0.0.1:9092).
 BOOTSTRAP_ENV = "STREAMDETECT_BOOTSTRAP_SERVERS"
 #: The worker's --partitions when not given (a deployment sets it once for every worker).
 PARTITIONS_ENV = "STREAMDETECT_PARTITIONS"
@@ -67,8 +65,13 @@ def publish(
 ) -> None:
     """Create TOPOLOGY's topics and stream each view's file into its topic, batch by batch (and the private
     table's rows into the table's topic, for the checks that read it)."""
-    from streamdetect.stream.publish import publish as send  # noqa: PLC0415 (the Kafka client loads only here)
-    from streamdetect.stream.topics import table_topic  # noqa: PLC0415
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from streamdetect.detector import table_readers
+    from streamdetect.io.sources import load_data
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.stream.publish import publish as send
+    from streamdetect.stream.topics import table_topic
 
     model = load_topology(topology)
     readers = table_readers(model)
@@ -112,8 +115,8 @@ def publish(
 def _topic_problems(model: Topology, bootstrap: str) -> list[tuple[str, str, str]]:
     """The output topics that exist with another configuration than streamdetect gives them, as (kind,
     setting, message), each said on stderr at once."""
-    from streamdetect.stream.publish import topic_problems  # noqa: PLC0415 (the Kafka client loads only here)
-    from streamdetect.stream.topics import findings_topic, topic_configs  # noqa: PLC0415
+    from streamdetect.stream.publish import topic_problems
+    from streamdetect.stream.topics import findings_topic, topic_configs
 
     found = []
     wanted = topic_configs(model)
@@ -133,6 +136,8 @@ class Duration(click.ParamType):
     name = "duration"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from streamdetect.io.topology_file import duration_seconds
+
         if isinstance(value, float):
             return value
         seconds = duration_seconds(value)
@@ -202,7 +207,7 @@ class Duration(click.ParamType):
 @click.option(
     "--replay-retention",
     type=Duration(),
-    default="7d",
+    default=f"{REPLAY_RETENTION_S / 86_400:g}d",
     show_default=True,
     help="How long a folded batch id is remembered to skip a redelivered record (kept in each snapshot; "
     "Kafka redelivers within minutes). A duration: 90s, 15m, 12h, 7d, 2w.",
@@ -225,10 +230,11 @@ def worker(
     replay_retention: float,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
-    from streamdetect.io.cache import cache_dir  # noqa: PLC0415
-    from streamdetect.stream.metrics import WorkerMetrics  # noqa: PLC0415
-    from streamdetect.stream.publish import prepare_worker_topics  # noqa: PLC0415
-    from streamdetect.stream.worker import app_id, build_app, run_worker  # noqa: PLC0415 (Faust loads only here)
+    from streamdetect.io.cache import cache_dir
+    from streamdetect.io.topology_file import load_topology
+    from streamdetect.stream.metrics import WorkerMetrics
+    from streamdetect.stream.publish import prepare_worker_topics
+    from streamdetect.stream.worker import app_id, build_app, run_worker
 
     model = load_topology(topology)
     directory = datadir or cache_dir() / "worker" / app_id(model)

@@ -16,10 +16,10 @@ import yaml
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.errors import PredicateError, TopologyError
 from streamdetect.model.hierarchies import Hierarchy, intervals, mapping, mask
+from streamdetect.model.limits import MAX_K
 from streamdetect.model.predicates import Predicate, attributes_of, date_literal, literals_of, parse_predicate
 from streamdetect.model.topology import (
     ATTRIBUTE_TYPES,
-    MAX_K,
     AttributeType,
     CheckConfig,
     FragmentationSpec,

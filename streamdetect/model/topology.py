@@ -17,7 +17,6 @@ from streamdetect.model.visibility import VisibilityRequirement
 AttributeType = Literal["str", "int", "float", "date"]
 ATTRIBUTE_TYPES: tuple[AttributeType, ...] = ("str", "int", "float", "date")
 #: The largest threshold k accepted: far beyond any table's size, and within 32-bit counts.
-MAX_K = 2**31 - 1
 
 
 @dataclass(frozen=True)

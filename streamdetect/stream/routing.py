@@ -30,7 +30,8 @@ from streamdetect.stream.records import (
     Topic,
     decode_record,
 )
-from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
+from streamdetect.stream.service import DetectorService, Outcome, Source
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.
 _ROUTED_MAX_BYTES = 1 << 40

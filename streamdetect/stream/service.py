@@ -35,6 +35,7 @@ from streamdetect.stream.records import (
     decode_record,
     universal_records,
 )
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +62,12 @@ PIECE_PREFIX = "piece/"
 #: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
 WITHDREW_KEY = "meta/withdrew"
 APPLIED_KEY = "meta/applied"
-#: Bytes of records written since the last snapshot (and at least that snapshot's size) after which a
-#: new snapshot replaces them: the table stays within about twice the state plus this, and a restore
-#: replays at most that much; each byte written is snapshotted at most about once more (amortised O(1)).
-COMPACT_BYTES = 16 << 20
 #: With compaction deferred to idle time (:attr:`DetectorService.defer_compaction`): a snapshot is forced in
 #: the update path only once this many times the threshold was written (a worker never idle still
 #: compacts: its table stays within about three times the state), and taken when idle once this fraction
 #: of the threshold was (a quiet moment after a burst takes the snapshot the burst would have forced).
 FORCED_FACTOR = 2
 IDLE_FRACTION = 0.5
-#: Seconds a folded batch id is remembered (to skip a redelivered record) once a snapshot is taken: Kafka
-#: redelivers what a worker read and did not commit, within minutes; a week is far beyond that.
-REPLAY_RETENTION_S = 7 * 86_400.0
 
 
 def pack_entries(entries: Mapping[str, bytes]) -> bytes:

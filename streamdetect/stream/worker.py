@@ -50,7 +50,8 @@ from streamdetect.stream.publish import committed_offsets, input_topics, read_ra
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, FINDINGS_MAX_BYTES, DeadLetter, Topic
 from streamdetect.stream.routing import Routed, Router, Units, source_of
 from streamdetect.stream.security import from_environment
-from streamdetect.stream.service import COMPACT_BYTES, REPLAY_RETENTION_S, DetectorService, Outcome, Source
+from streamdetect.stream.service import DetectorService, Outcome, Source
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic
 
 log = logging.getLogger(__name__)
