@@ -53,6 +53,9 @@ from streamdetect.stream.topics import (
 
 Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
 K = TypeVar("K", bound=Hashable)
+#: Seconds a worker's start waits for its consumer group's coordinator (a fresh broker makes its offsets
+#: topic at the first look-up and answers "not available" until it is ready).
+COORDINATOR_WAIT_S = 30.0
 
 
 @dataclass
@@ -162,6 +165,7 @@ def prepare_worker_topics(
     create_topics(topology, bootstrap, partitions)
     if universal:
         _create_missing(bootstrap, {universal_topic(topology): partitions}, "streamdetect-worker")
+    await_coordinator(bootstrap, application)
     route = route_topic(topology)
     one, many = f"{application}-state-changelog", f"{application}-units-changelog"
     inputs = list(input_topics(topology))
@@ -431,6 +435,27 @@ def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     finally:
         admin.close()
     return {(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+
+
+def await_coordinator(bootstrap: str, group: str, timeout_s: float = COORDINATOR_WAIT_S) -> bool:
+    """Wait until the broker names a coordinator for the consumer group ``group`` (at most ``timeout_s``),
+    and say whether it did. A fresh broker creates its offsets topic at the first look-up and answers
+    "coordinator not available" until that topic is ready: Faust's consumer would log each such answer at
+    ERROR, in a start where nothing is wrong. Past the wait, the consumer goes on retrying by itself."""
+    admin = _admin(bootstrap, "streamdetect-worker")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                admin.describe_groups([group])
+            except KafkaError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.2)
+            else:
+                return True
+    finally:
+        admin.close()
 
 
 def group_ready(bootstrap: str, group: str, members: int) -> bool:

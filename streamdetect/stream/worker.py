@@ -881,8 +881,13 @@ def run_worker(app: faust.App, loglevel: str = "warn") -> None:
         # kafka-python logs every connection of the offset look-ups (tail checks, idle seeks: one admin
         # client every few seconds while idle) at INFO: ten lines a look-up, none of them news.
         logging.getLogger("kafka").setLevel(logging.WARNING)
+    worker = Worker(app, loglevel=loglevel, quiet=True)
+    if not worker.stdout.isatty():
+        # Faust's start-up spinner writes terminal escape codes (hide the cursor, back-space): on a log
+        # file or a pipe they are noise. Without it, Faust logs "Ready" at INFO.
+        worker.spinner = None
     try:
-        Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+        worker.execute_from_commandline()
     except SystemExit:
         refused = _REFUSED.pop(id(app), None)
         if refused is not None:
