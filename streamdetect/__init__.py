@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from streamdetect.api import check, load_topology
     from streamdetect.checks.findings import LinkageFinding
-    from streamdetect.checks.protocol import Batch
     from streamdetect.detector import Detector
     from streamdetect.engine import Report
     from streamdetect.errors import PredicateError, StreamdetectError, TopologyError
+    from streamdetect.model.batch import Batch
 
 #: Each public name and the module it lives in.
 _PUBLIC = {
-    "Batch": "streamdetect.checks.protocol",
+    "Batch": "streamdetect.model.batch",
     "Detector": "streamdetect.detector",
     "LinkageFinding": "streamdetect.checks.findings",
     "PredicateError": "streamdetect.errors",

@@ -26,10 +26,11 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.findings import Delta
-from streamdetect.checks.protocol import Batch, Check, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import Check, CheckSummary, ProgressFactory
 from streamdetect.checks.registry import REGISTRY
-from streamdetect.checks.seen_rows import frame_from_text, frame_to_text
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
+from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import frame_from_text, frame_to_text
 from streamdetect.model.topology import Topology
 from streamdetect.windowing import Step, Window
 

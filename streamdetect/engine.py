@@ -21,10 +21,11 @@ from streamdetect.checks.findings import (
     SindFinding,
 )
 from streamdetect.checks.linkage import Linkage
-from streamdetect.checks.protocol import Batch, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import CheckSummary, ProgressFactory
 from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.detector import Detector, checks_to_run
 from streamdetect.errors import StreamdetectError, TopologyError
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 __all__ = [

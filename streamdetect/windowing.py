@@ -42,8 +42,8 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.seen_rows import frame_from_ipc, frame_from_text, frame_to_ipc, frame_to_text
+from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import frame_from_ipc, frame_from_text, frame_to_ipc, frame_to_text
 
 #: Version of the window's state pieces and snapshot document.
 WINDOW_VERSION = 1

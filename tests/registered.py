@@ -8,8 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, FunctionalDependency, TableSchema, Topology, ViewDefinition
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.checks.table_anonymity import TableAnonymity
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 #: An input of the stream: a view's name, or None for the private table.

@@ -33,8 +33,9 @@ import polars as pl
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.functional_dependencies import effective_dependencies
-from streamdetect.checks.seen_rows import SeenRows, frame_from_text, frame_to_text, versioned_document
+from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
+from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
 from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values

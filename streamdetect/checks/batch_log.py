@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
+from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
 
 
 @dataclass

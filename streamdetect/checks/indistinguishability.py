@@ -44,10 +44,11 @@ import polars as pl
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, SindFinding, diff, member_text
 from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
-from streamdetect.checks.seen_rows import frame_from_text, frame_to_text, remove_occurrences, versioned_document
 from streamdetect.errors import TopologyError
+from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.relational.bags import remove_occurrences
 
 SIGNATURE = "\0signature"
 #: Why the members of a merged class are a finding (the class of the tuples certain of one value).

@@ -32,10 +32,11 @@ from streamdetect.checks.forcing_views import minimal_forcing_views
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.key_covers import KeyPathCoverCheck, key_path
 from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
-from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.checks.selection_covers import SelectionCoverCheck
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 KAnonymityCheck = AssociationCoverCheck | RecomputedCheck[AssociationCoverFinding]

@@ -52,7 +52,8 @@ from streamdetect.checks.linkage_state import (
     rows_where,
     where,
 )
-from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.model.batch import Batch
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational import channel_lattice as lattice

@@ -17,14 +17,8 @@ import numpy.typing as npt
 import polars as pl
 
 from streamdetect.checks.findings import LinkageFinding
-from streamdetect.checks.seen_rows import (
-    SeenRows,
-    frame_from_ipc,
-    frame_from_text,
-    frame_to_ipc,
-    frame_to_text,
-    versioned_document,
-)
+from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.model.codecs import frame_from_ipc, frame_from_text, frame_to_ipc, frame_to_text, versioned_document
 from streamdetect.relational.linked_values import KeptCaps, Plan
 
 #: One boolean per dictionary code (indexed by code).

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.indistinguishability import SindCheck, SindState, appended_after
-from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 

@@ -6,48 +6,16 @@ association-cover check names projection facts by it), and codes never change on
 
 from __future__ import annotations
 
-import base64
-import io
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from streamdetect.model.codecs import frame_from_text, frame_to_text
 from streamdetect.relational import code_arrays, small_joins
 from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
-
-#: How an Arrow IPC *file* starts (the stream format has no magic: it starts with a message length).
-_IPC_FILE_MAGIC = b"ARROW1"
-
-
-def frame_to_ipc(frame: pl.DataFrame) -> bytes:
-    """A frame as Arrow IPC stream bytes (a state piece). The stream format, not the file format: polars
-    writes a file through a query (0.25 ms for a 300-row piece here) and a stream directly (0.02 ms),
-    and an update writes dozens of pieces."""
-    buffer = io.BytesIO()
-    frame.write_ipc_stream(buffer)
-    return buffer.getvalue()
-
-
-def frame_from_ipc(data: bytes) -> pl.DataFrame:
-    """Inverse of :func:`frame_to_ipc`; also reads the IPC file format, which pieces written before
-    2026-11-27 hold (a state table kept across an upgrade restores)."""
-    if data.startswith(_IPC_FILE_MAGIC):
-        return pl.read_ipc(io.BytesIO(data))
-    return pl.read_ipc_stream(io.BytesIO(data))
-
-
-def frame_to_text(frame: pl.DataFrame) -> str:
-    """A frame as base64 Arrow IPC, for JSON envelopes of serialized states."""
-    return base64.b64encode(frame_to_ipc(frame)).decode()
-
-
-def frame_from_text(text: str) -> pl.DataFrame:
-    """Inverse of :func:`frame_to_text`."""
-    return frame_from_ipc(base64.b64decode(text))
 
 
 def _with_positions(
@@ -311,34 +279,3 @@ class SeenRows:
         )
         seen._absent = {name: int((series == 0).sum()) for name, series in counts.items()}
         return seen
-
-
-def remove_occurrences(rows: pl.DataFrame, withdrawn: pl.DataFrame, what: str) -> pl.DataFrame:
-    """The bag ``rows`` minus the bag ``withdrawn`` (one occurrence per withdrawn row). Raises ``ValueError``
-    naming ``what`` when a row is withdrawn more often than it occurs. O(n) (hash joins)."""
-    columns = rows.columns
-    have = rows.group_by(columns).len("\0have")
-    drop = (
-        withdrawn.select(columns)
-        .with_row_index("\0first")
-        .group_by(columns)
-        .agg(pl.len().alias("\0drop"), pl.col("\0first").min())
-    )
-    matched = drop.join(have, on=columns, how="left", nulls_equal=True)
-    short = matched.filter(pl.col("\0have").is_null() | (pl.col("\0have") < pl.col("\0drop")))
-    if short.height:
-        row = int(short.select(pl.col("\0first").min()).item())
-        raise ValueError(f"withdraws a row of {what} more often than it is published (retracted row {row + 1})")
-    left = have.join(drop.drop("\0first"), on=columns, how="left", nulls_equal=True).with_columns(
-        (pl.col("\0have") - pl.col("\0drop").fill_null(0)).alias("\0n")
-    )
-    left = left.filter(pl.col("\0n") > 0).with_columns(pl.int_ranges(pl.col("\0n")).alias("\0r")).explode("\0r")
-    return left.select(columns)
-
-
-def versioned_document(data: bytes, version: int, kind: str) -> dict[str, Any]:
-    """The JSON document of a serialized state, refusing one of another version."""
-    document: dict[str, Any] = json.loads(data)
-    if document.get("version") != version:
-        raise ValueError(f"{kind} state version {document.get('version')!r}; expected {version}")
-    return document

@@ -27,8 +27,9 @@ from typing import Any, Literal, overload
 import polars as pl
 
 from streamdetect.checks.findings import Delta, GroupFinding, diff
-from streamdetect.checks.protocol import Batch, CheckProperties, CheckSummary, ProgressFactory
-from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc, versioned_document
+from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc, versioned_document
 from streamdetect.model.topology import Topology
 
 Criterion = Literal["table-k-anonymity", "l-diversity"]

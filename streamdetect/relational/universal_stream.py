@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.seen_rows import remove_occurrences
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
+from streamdetect.relational.bags import remove_occurrences
 from streamdetect.relational.closure import Channel, channels_by_level
 from streamdetect.relational.materialise import materialise
 from streamdetect.relational.universal import CHANNEL_COLUMN, LEVEL_COLUMN

@@ -20,10 +20,10 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
 from streamdetect.detector import Detector
 from streamdetect.errors import StateError, StreamdetectError
+from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import (

@@ -10,9 +10,9 @@ import polars as pl
 from click.testing import CliRunner
 
 import streamdetect
-from streamdetect.checks.protocol import Batch
 from streamdetect.checks.table_anonymity import TableAnonymity
 from streamdetect.cli.main import cli
+from streamdetect.model.batch import Batch
 from streamdetect.relational.dependencies import functional, k_multiset
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

@@ -10,11 +10,11 @@ from pathlib import Path
 import polars as pl
 
 from streamdetect.bench.incremental import with_withdrawals
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.seen_rows import remove_occurrences
 from streamdetect.detector import Detector
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.batch import Batch
+from streamdetect.relational.bags import remove_occurrences
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,9 +15,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 import streamdetect
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
 from streamdetect.io.sources import load_views
+from streamdetect.model.batch import Batch
 from streamdetect.stream import broker
 from streamdetect.stream.publish import publish
 from streamdetect.stream.records import DeadLetter, Publication, decode_record, encode_publication

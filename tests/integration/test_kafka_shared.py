@@ -21,9 +21,9 @@ from kafka import KafkaConsumer, TopicPartition
 
 import streamdetect
 from streamdetect.bench.bp import generate_bp, write_bp
-from streamdetect.checks.seen_rows import frame_from_ipc
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.codecs import frame_from_ipc
 from streamdetect.model.topology import Topology
 from streamdetect.stream.publish import (
     committed_lag,

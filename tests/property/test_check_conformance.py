@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.protocol import Batch
-from streamdetect.checks.seen_rows import remove_occurrences
 from streamdetect.detector import Detector
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.batch import Batch
+from streamdetect.relational.bags import remove_occurrences
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.yaml"))
 _EVERY_TOPOLOGY = pytest.mark.parametrize("path", TOPOLOGIES, ids=[path.stem for path in TOPOLOGIES])

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 from streamdetect.partitioning import Plan, Unit, plan, value_partitions
 from tests.property.test_check_conformance import TOPOLOGIES, _pieces, _with_withdrawals

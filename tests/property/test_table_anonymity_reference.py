@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycanon import anonymity
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.checks.table_anonymity import TableAnonymity
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 
 QI = ("Zip", "Age")

@@ -16,8 +16,8 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 from streamdetect.relational.universal import CHANNEL_COLUMN, universal_relation
 from streamdetect.relational.universal_stream import UniversalStream

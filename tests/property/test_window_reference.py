@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import Detector
 from streamdetect.errors import TopologyError
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 from streamdetect.partitioning import plan
 from tests.property.test_linkage_reference import publications

@@ -67,3 +67,66 @@ def test_core_module_stays_pure(path: Path) -> None:
 
 def test_the_guard_sees_the_core() -> None:
     assert len(_core_files()) >= 10
+
+
+#: The layers, lowest first: a module may import from its own layer and the ones below, never above.
+#: The pure core is layers 0-5; every edge (files, reports, the stream, the command line, benchmarks)
+#: sits on top of it.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors",),
+    ("model",),
+    ("relational",),
+    ("checks",),
+    ("windowing", "detector", "partitioning", "explanations"),
+    ("engine",),
+    ("remediation",),
+    ("api", "io", "reporting", "stream", "cli", "bench", "__init__", "__main__"),
+]
+
+
+def _layer_of(module: str) -> int:
+    """The layer of ``streamdetect.<part>...`` (its first part names it)."""
+    part = module.split(".")[1] if "." in module else "__init__"
+    for number, layer in enumerate(LAYERS):
+        if part in layer:
+            return number
+    raise AssertionError(f"{module} is in no layer: add its package to LAYERS")
+
+
+def _package_files() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 2 else parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every streamdetect module ``path`` imports (at the top, in a function or for type checking)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+    return [(line, name) for line, name in found if name == "streamdetect" or name.startswith("streamdetect.")]
+
+
+@pytest.mark.parametrize("path", _package_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down_the_layers(path: Path) -> None:
+    module = _module_of(path)
+    mine = _layer_of(module)
+    for line, imported in _imports(path):
+        if imported == "streamdetect":
+            continue
+        theirs = _layer_of(imported)
+        assert theirs <= mine, f"{module} (layer {mine}) imports {imported} (layer {theirs}) at line {line}"
+
+
+def test_the_layer_guard_sees_an_upward_import(tmp_path: Path) -> None:
+    assert _layer_of("streamdetect.relational.bags") < _layer_of("streamdetect.checks.protocol")
+    upward = tmp_path / "upward.py"
+    upward.write_text("from streamdetect.detector import Detector\n")
+    assert _imports(upward) == [(1, "streamdetect.detector")]
+    assert _layer_of("streamdetect.detector") > _layer_of("streamdetect.model.batch")

@@ -9,13 +9,13 @@ import polars as pl
 import pytest
 
 from streamdetect.bench.incremental import micro_batches, run_incremental, taken_together
-from streamdetect.checks.protocol import Batch
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
 from streamdetect.engine import CHECKS, needs_table, run_checks
 from streamdetect.errors import StateError, TopologyError
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
+from streamdetect.model.batch import Batch
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
 

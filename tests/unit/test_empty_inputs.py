@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.batch import Batch
 
 ROWS = ["i0,p0,a0,1", "i1,p1,a0,2", "i2,p1,a1,3"]
 #: Each check's findings on ROWS, by what they are about (ids also name the views, which an empty view joins).

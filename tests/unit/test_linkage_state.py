@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from streamdetect.checks.linkage import LinkageCheck, LinkageState
-from streamdetect.checks.seen_rows import frame_from_ipc, frame_to_ipc
+from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import ViewDefinition
 
 
@@ -99,8 +99,8 @@ def test_a_bulk_load_warms_what_micro_batches_read() -> None:
 def test_a_replica_built_from_pieces_withdraws_rows_of_an_attribute_seen_only_null() -> None:
     # Found by the window's property test: the empty dictionary of an all-null attribute was never
     # written, and the replica's withdrawal looked it up.
-    from streamdetect.checks.protocol import Batch
     from streamdetect.detector import Detector
+    from streamdetect.model.batch import Batch
     from streamdetect.model.topology import CheckConfig, TableSchema, Topology
 
     table = TableSchema("T", ("A", "B"), ("A",), ("B",))

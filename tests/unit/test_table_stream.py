@@ -14,12 +14,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from streamdetect.checks.protocol import Batch
 from streamdetect.detector import NO_TABLE, Detector, table_readers
 from streamdetect.engine import EXIT_INCOMPLETE, Report
 from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.model.batch import Batch
 from streamdetect.partitioning import plan
 from streamdetect.reporting.document import layout
 from streamdetect.reporting.junit import junit_xml
