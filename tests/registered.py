@@ -1,13 +1,16 @@
-"""The registered k-anonymity check run as ``check`` and the worker run it: through the Detector, which
-picks the method for the topology (the property tests of each method also call the method directly)."""
+"""The registered checks run as ``check`` and the worker run them: k-anonymity through the Detector, which
+picks the method for the topology (the property tests of each method also call the method directly), and
+linkage as one batch."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
+from streamdetect.checks.findings import LinkageFinding
+from streamdetect.checks.linkage import LinkageCheck, finding_order
 from streamdetect.detector import Detector
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, FunctionalDependency, TableSchema, Topology, ViewDefinition
@@ -41,3 +44,12 @@ def k_anonymity_covers(
     given = {name: frame for name, frame in frames.items() if frame.height or not present_only}
     detector.update(Batch(views=given, table=table))
     return {(f.identifier_value, frozenset(f.sensitive_values)) for f in detector.findings()}
+
+
+def run_linkage(
+    check: LinkageCheck, views: Mapping[str, pl.DataFrame], progress: Callable[[int, int], None] | None = None
+) -> list[LinkageFinding]:
+    """The linkage check as a batch: one update with every row, then its findings in report order (from an
+    empty state every finding of the result is raised by this one update)."""
+    state = check.initialize()
+    return sorted(check.update(state, views, progress).raised, key=finding_order)

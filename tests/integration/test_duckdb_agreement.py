@@ -8,9 +8,10 @@ import pytest
 
 from streamdetect.bench.bp import generate_bp, write_bp
 from streamdetect.bench.duckdb_baseline import run_baseline
-from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.checks.linkage import LinkageCheck
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
+from tests.registered import run_linkage
 
 
 @pytest.mark.parametrize(("seed", "k"), [(1, 2), (2, 3), (3, 5)])

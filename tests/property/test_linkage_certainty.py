@@ -14,10 +14,11 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.linkage import LinkageCheck, run_linkage
+from streamdetect.checks.linkage import LinkageCheck
 from streamdetect.model.predicates import Comparison, Membership, Not, Predicate, evaluate
 from streamdetect.model.topology import ViewDefinition
 from tests.reference import linkage_reference, possible_identifier_values
+from tests.registered import run_linkage
 
 ATTRIBUTES = ("E", "Q", "R", "S")
 

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.linkage import LinkageCheck, LinkageState, run_linkage
+from streamdetect.checks.linkage import LinkageCheck, LinkageState
 from streamdetect.model.topology import ViewDefinition
 from tests.reference import linkage_reference
+from tests.registered import run_linkage
 
 ATTRIBUTES = ("A", "B", "C", "D", "E")
 VALUES = st.integers(0, 3) | st.integers(0, 1) | st.none()
