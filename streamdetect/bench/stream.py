@@ -29,9 +29,9 @@ from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import free_port
+from streamdetect.stream.events import fold_events
 from streamdetect.stream.metrics import scrape
 from streamdetect.stream.publish import committed_lag, create_topics, group_ready, input_topics, publish, read_topic
-from streamdetect.stream.service import fold_events
 from streamdetect.stream.topics import findings_topic, route_topic
 from streamdetect.stream.worker import app_id
 

@@ -161,8 +161,8 @@ def findings(
     from streamdetect.detector import Detector
     from streamdetect.engine import Report, checks_to_run
     from streamdetect.io.topology_file import load_topology
+    from streamdetect.stream.events import EVENT_MEMBERS, fold_events
     from streamdetect.stream.publish import read_topic
-    from streamdetect.stream.service import EVENT_MEMBERS, fold_events
     from streamdetect.stream.topics import findings_topic
 
     model = load_topology(topology)

@@ -160,11 +160,11 @@ def k_msd(table: Generalized, quasi: Sequence[str], k: int) -> list[str]:
         first = min(quasi, key=lambda a: (_violations(table, everyone, a, k), quasi.index(a)))
         mdg(table, everyone[0], first, k)
         anony = [first]
-    _extend(table, quasi, anony, k)
+    extend_segments(table, quasi, anony, k)
     return anony
 
 
-def _extend(table: Generalized, quasi: Sequence[str], anony: list[str], k: int) -> None:
+def extend_segments(table: Generalized, quasi: Sequence[str], anony: list[str], k: int) -> None:
     """Step 2 of K-MSD, until every quasi-identifier is in ``anony``."""
     while len(anony) < len(quasi):
         _add_one(table, quasi, anony, k)

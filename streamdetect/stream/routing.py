@@ -30,8 +30,9 @@ from streamdetect.stream.records import (
     Topic,
     decode_record,
 )
-from streamdetect.stream.service import DetectorService, Outcome, Source
+from streamdetect.stream.service import DetectorService, Outcome
 from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.state_log import Source
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.
 _ROUTED_MAX_BYTES = 1 << 40

@@ -10,9 +10,7 @@ bags: folding a batch twice would count its rows twice).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,9 +24,9 @@ from streamdetect.model.batch import Batch
 from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
+from streamdetect.stream.events import finding_events, status_events
 from streamdetect.stream.records import (
     DEFAULT_MAX_BYTES,
-    FINDINGS_MAX_BYTES,
     DeadLetter,
     Publication,
     Topic,
@@ -36,74 +34,30 @@ from streamdetect.stream.records import (
     universal_records,
 )
 from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.state_log import (
+    APPLIED_KEY,
+    APPLIED_PREFIX,
+    DETECTOR_KEY,
+    DTYPES_KEY,
+    FINGERPRINT_KEY,
+    FORCED_FACTOR,
+    IDLE_FRACTION,
+    OFFSET_KEY,
+    PIECE_PREFIX,
+    RECORD_PREFIX,
+    SNAPSHOT_PREFIX,
+    SOURCE_PREFIX,
+    UNIVERSAL_KEY,
+    WITHDREW_KEY,
+    Source,
+    chunked,
+    extend_segments,
+    pack_entries,
+    unpack_entries,
+    whole_entries,
+)
 
 log = logging.getLogger(__name__)
-
-#: Entries of a record besides the Detector's pieces (which are ``<check>/<piece>``).
-FINGERPRINT_KEY = "meta/fingerprint"
-DTYPES_KEY = "meta/dtypes"
-UNIVERSAL_KEY = "meta/universal"
-#: The offset of the (route) record an entry folded in: where a unit's input stands.
-OFFSET_KEY = "meta/offset"
-#: ``meta/source/<topic>:<partition>``: the offset after the last record of that view topic partition
-#: handled (folded, a replay, a dead letter): a record further on means the consumer skipped the records
-#: between (:meth:`~streamdetect.stream.routing.Units.source_gap`, the one-stage worker's ``_Skipped``).
-SOURCE_PREFIX = "meta/source/"
-APPLIED_PREFIX = "applied/"
-#: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
-#: message per record, not one per piece: a BP batch writes some fifty pieces).
-RECORD_PREFIX = "record/"
-#: A snapshot, ``snapshot/<n>``: the whole state after the records numbered below ``n``, which it replaces
-#: (they are deleted once it is written, and the compacted changelog forgets them): a Detector snapshot
-#: (``meta/detector``, or none: the empty state) and the Detector's pieces written since (``piece/<key>``).
-SNAPSHOT_PREFIX = "snapshot/"
-DETECTOR_KEY = "meta/detector"
-PIECE_PREFIX = "piece/"
-#: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
-WITHDREW_KEY = "meta/withdrew"
-APPLIED_KEY = "meta/applied"
-#: With compaction deferred to idle time (:attr:`DetectorService.defer_compaction`): a snapshot is forced in
-#: the update path only once this many times the threshold was written (a worker never idle still
-#: compacts: its table stays within about three times the state), and taken when idle once this fraction
-#: of the threshold was (a quiet moment after a burst takes the snapshot the burst would have forced).
-FORCED_FACTOR = 2
-IDLE_FRACTION = 0.5
-
-
-def pack_entries(entries: Mapping[str, bytes]) -> bytes:
-    """Several named byte strings as one (an Arrow IPC frame of keys and values)."""
-    return frame_to_ipc(
-        pl.DataFrame({"key": list(entries), "value": pl.Series(list(entries.values()), dtype=pl.Binary)})
-    )
-
-
-def unpack_entries(data: bytes) -> dict[str, bytes]:
-    """Inverse of :func:`pack_entries`."""
-    frame = frame_from_ipc(data)
-    return dict(zip(frame.get_column("key").to_list(), frame.get_column("value").to_list(), strict=True))
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a view record was published: its topic, partition and offset."""
-
-    topic: str
-    partition: int
-    offset: int
-
-    @property
-    def key(self) -> str:
-        """The topic partition, ``topic:partition`` (Kafka topic names have no colon)."""
-        return f"{self.topic}:{self.partition}"
-
-    def encode(self) -> bytes:
-        return f"{self.key}:{self.offset}".encode()
-
-    @classmethod
-    def decode(cls, raw: bytes) -> Source:
-        """The source a header gives; ValueError when it is not ``topic:partition:offset``."""
-        topic, partition, offset = raw.decode().rsplit(":", 2)
-        return cls(topic, int(partition), int(offset))
 
 
 #: A record as the worker reads it: value, headers, and what its topic carries (a view's name, the table;
@@ -135,97 +89,6 @@ class Outcome:
     #: The checks that cannot see an input they need, with why (:meth:`Detector.incomplete`), when that
     #: changed with this record (its status events are among ``events``); None: unchanged.
     incomplete: dict[str, str] | None = None
-
-
-#: The key prefix of status events on the findings topic (``incomplete/<check>``): the last event under a
-#: key says whether that check sees every input it needs.
-STATUS_PREFIX = "incomplete/"
-
-
-def status_events(incomplete: Mapping[str, str], readers: Sequence[str]) -> list[tuple[bytes, bytes]]:
-    """Findings-topic records saying which checks are blind to an input: ``{"event": "incomplete",
-    "check", "input": "table", "reason"}`` for each check of ``incomplete``, ``{"event": "complete",
-    "check", "input": "table"}`` for the other ``readers`` (the checks that read the table), each keyed
-    ``incomplete/<check>``. A consumer keeps the last event per check (:func:`fold_events`)."""
-    records = []
-    for check in readers:
-        if check in incomplete:
-            body = {"event": "incomplete", "check": check, "input": "table", "reason": incomplete[check]}
-        else:
-            body = {"event": "complete", "check": check, "input": "table"}
-        records.append(((STATUS_PREFIX + check).encode(), json.dumps(body, separators=(",", ":")).encode()))
-    return records
-
-
-def finding_event(
-    finding: Any, event: str, publication: Publication, batches: Sequence[str] | None = None
-) -> tuple[bytes, bytes]:
-    """A findings-topic record: keyed by the finding's stable id; the report-format body, whether it was
-    raised or cleared, and the publication (time, batch, view) of the record that raised or cleared it
-    (with several records folded together, the last of them; ``batches`` lists them all)."""
-    return finding_events([finding], event, publication, batches)[0]
-
-
-def finding_events(
-    findings: Sequence[Any], event: str, publication: Publication, batches: Sequence[str] | None = None
-) -> list[tuple[bytes, bytes]]:
-    """:func:`finding_event` of each finding. The text around the finding's id and body is the same for
-    every finding of a check in one update: serialised once per check (an update raises and clears up to a
-    thousand findings), and each finding's own JSON text, the canonical text its id hashed, spliced in."""
-    opening = '{"event":' + json.dumps(event) + ',"id":'
-    closing = "}" if not batches else ',"batches":' + json.dumps(list(batches), separators=(",", ":")) + "}"
-    middles: dict[str, str] = {}
-    records = []
-    for finding in findings:
-        middle = middles.get(finding.check)
-        if middle is None:
-            head = {
-                "check": finding.check,
-                "published": publication.published.isoformat(),
-                "batch": publication.batch_id,
-                "view": publication.view,
-            }
-            middle = middles[finding.check] = "," + json.dumps(head, separators=(",", ":"), default=str)[1:-1]
-        body = _event_body(finding)
-        text = opening + json.dumps(finding.id) + middle + ',"finding":' + body + closing
-        records.append((finding.id.encode(), text.encode()))
-    return records
-
-
-#: The members a finding event lists of a class (SIND, RSIND): a class of tens of thousands of public
-#: tuples changes with every batch of the table, and its whole list in each raised and cleared event
-#: would ship megabytes per batch. The event says how many there are; ``check`` and ``explain`` list them.
-EVENT_MEMBERS = 100
-#: The largest finding body an event carries: the findings topic's record limit, less room for the event's
-#: other fields.
-_EVENT_BODY_BYTES = FINDINGS_MAX_BYTES - (64 << 10)
-
-
-def _event_body(finding: Any) -> str:
-    """The finding's JSON text as its events carry it: whole, or, for a class of more than
-    :data:`EVENT_MEMBERS` members (or a body over the topic's limit), with the first members only and
-    ``"truncated": {"members": <how many it has>}``; the id is the whole finding's either way (``findings``
-    keeps it, and says the list was cut)."""
-    members = getattr(finding, "members", ())
-    if len(members) <= EVENT_MEMBERS and len(finding.json_text) <= _EVENT_BODY_BYTES:
-        return str(finding.json_text)
-    if len(members) > EVENT_MEMBERS:  # the document of the first members only (not of them all, then cut)
-        short = dataclasses.replace(finding, members=members[:EVENT_MEMBERS], members_text=None)
-        document = {**short.json_form, "id": finding.id}
-    else:
-        document = dict(finding.json_form)
-    listed = list(document.get("members", []))
-    document["truncated"] = {"members": len(members)}
-    keep = min(len(listed), EVENT_MEMBERS)
-    while True:
-        document["members"] = listed[:keep]
-        text = json.dumps(document, separators=(",", ":"), default=str)
-        if len(text) <= _EVENT_BODY_BYTES or not keep:
-            break
-        keep //= 2
-    if len(text) > _EVENT_BODY_BYTES:
-        log.error("finding %s (%s) does not fit the findings topic even without its members", finding.id, finding.check)
-    return text
 
 
 class DetectorService:
@@ -281,7 +144,7 @@ class DetectorService:
         self.since_snapshot = 0
         self.snapshot_bytes = 0
         #: The Detector snapshot the last snapshot entry holds (None: the empty state), and the pieces
-        #: written on top of it, in segments (:func:`_extend`): what the next snapshot entry holds.
+        #: written on top of it, in segments (:func:`extend_segments`): what the next snapshot entry holds.
         self.base: bytes | None = None
         self.segments: list[dict[str, bytes]] = [{}]
         #: Whether rows were withdrawn since the last snapshot (always, with a time window).
@@ -304,9 +167,9 @@ class DetectorService:
         numbered = {key[len(records) :]: value for key, value in table.items() if key.startswith(records)}
         snapshotted = {key[len(snapshots) :]: value for key, value in table.items() if key.startswith(snapshots)}
         self.log_keys = [key for key in table if key.startswith((records, snapshots))]
-        whole = _whole_entries(snapshotted)
+        whole = whole_entries(snapshotted)
         base = max(whole, default=None)  # the latest whole snapshot; records below it are covered
-        written = {number: entry for number, entry in _whole_entries(numbered).items() if number >= (base or 0)}
+        written = {number: entry for number, entry in whole_entries(numbered).items() if number >= (base or 0)}
         # The next number follows the highest written, an incomplete entry's or snapshot's included (its
         # chunks stay until the next snapshot deletes them: a number is never reused).
         self.written = max([int(key.partition(".")[0]) + 1 for key in [*numbered, *snapshotted]] + [0])
@@ -329,7 +192,7 @@ class DetectorService:
             {key[len(PIECE_PREFIX) :]: value for key, value in snapshot.items() if key.startswith(PIECE_PREFIX)}
         ]
         for entry in entries:
-            _extend(self.segments, entry)
+            extend_segments(self.segments, entry)
             self.withdrew |= WITHDREW_KEY in entry
         pieces = 0
         for segment in self.segments:
@@ -455,7 +318,7 @@ class DetectorService:
         outcome.events += [(finding.id.encode(), None) for finding in delta.cleared]
         outcome.events += finding_events(delta.raised, "raised", read, batches)
         entries = dict(self.detector.changes())
-        _extend(self.segments, entries)
+        extend_segments(self.segments, entries)
         if self.detector.window is not None or any(r.op == "retract" for r in reads):
             entries[WITHDREW_KEY] = b"1"
             self.withdrew = True
@@ -479,7 +342,7 @@ class DetectorService:
         entries |= {SOURCE_PREFIX + key: str(at).encode() for key, at in moved.items()}
         self.sources_written |= moved
         # Entries are numbered in the order they were written: restore replays them so.
-        outcome.writes = _chunked(
+        outcome.writes = chunked(
             f"{self.prefix}{RECORD_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes
         )
         self.written += 1
@@ -577,7 +440,7 @@ class DetectorService:
         self.sources_written = dict(self.sources)
         if self.universal is not None and self.universal_state is not None:
             entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
-        chunks = _chunked(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes)
+        chunks = chunked(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes)
         outcome.writes |= chunks
         outcome.deletes = self.log_keys
         self.log_keys = list(chunks)
@@ -589,51 +452,6 @@ class DetectorService:
 def _epoch(stamp: bytes) -> float:
     """An applied entry's stamp (ISO 8601, written at the fold) as epoch seconds."""
     return dt.datetime.fromisoformat(stamp.decode()).timestamp()
-
-
-def _chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:
-    """One table entry, or, when it exceeds ``limit`` bytes (a Kafka record's size), its bytes in chunks
-    ``<key>.<i>-<count>``: restore takes an entry only when every chunk of it is there (a worker killed
-    between chunks leaves an incomplete entry, ignored, and its records are folded again)."""
-    size = max(limit - 1024, 1024)  # room for the key and the record's overhead
-    if len(packed) <= size:
-        return {key: packed}
-    count = -(-len(packed) // size)
-    return {f"{key}.{i:04d}-{count:04d}": packed[i * size : (i + 1) * size] for i in range(count)}
-
-
-def _whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
-    """The table's entries by number (keys without the prefix: ``<n>`` or chunks ``<n>.<i>-<count>``),
-    chunks put back together; an entry with a chunk missing is left out."""
-    whole: dict[int, bytes] = {}
-    chunks: dict[int, dict[int, tuple[int, bytes]]] = {}
-    for key, value in written.items():
-        digits, _, chunk = key.partition(".")
-        if not chunk:
-            whole[int(digits)] = value
-            continue
-        index, _, total = chunk.partition("-")
-        chunks.setdefault(int(digits), {})[int(index)] = (int(total), value)
-    for number, parts in chunks.items():
-        count = next(iter(parts.values()))[0]
-        if sorted(parts) == list(range(count)):
-            whole[number] = b"".join(parts[i][1] for i in range(count))
-        else:
-            log.warning("state entry %d is incomplete (%d of %d chunks): left out", number, len(parts), count)
-    return whole
-
-
-def _extend(segments: list[dict[str, bytes]], entry: Mapping[str, bytes]) -> None:
-    """Add an entry's Detector pieces (in the order written) to ``segments``, the fewest applications
-    that keep their order: a withdrawal's pieces (``.../unlinked/...``: drop pairs, then append) are
-    applied after everything written before them and before anything written after, as appending
-    positions restart below earlier ones once pairs are dropped. Pieces of the other entries gather in
-    the last segment (their keys are unique: every check's pieces are numbered)."""
-    pieces = {key: value for key, value in entry.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
-    if any("/unlinked/" in key for key in pieces):
-        segments += [pieces, {}]
-    else:
-        segments[-1].update(pieces)
 
 
 def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[Publication]]:
@@ -688,36 +506,3 @@ def _refused(message: str) -> DeadLetter:
     if "never published" in message or "has published none" in message:
         return DeadLetter("refused", "withdraws a row that is not published")
     return DeadLetter("refused", "the detector refused the batch")
-
-
-def open_findings(events: Sequence[bytes | None]) -> dict[str, dict[str, Any]]:
-    """The open findings after a sequence of findings-topic values, in order: by id, the report-format
-    body of every finding raised and not cleared since. A replayed event changes nothing (an id raised
-    twice is one open finding; a cleared id stays cleared until raised again)."""
-    return fold_events(events)[0]
-
-
-def fold_events(events: Sequence[bytes | None]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """The open findings (:func:`open_findings`) and the checks incomplete after a sequence of
-    findings-topic values, in order: per check, the reason of its last status event when that says
-    ``incomplete`` (:func:`status_events`). A tombstone (None) follows the ``cleared`` event of its
-    finding, or is all compaction left of it: nothing to do. Raises ``ValueError`` (or ``KeyError``) on a
-    value that is not an event."""
-    opened: dict[str, dict[str, Any]] = {}
-    incomplete: dict[str, str] = {}
-    for value in events:
-        if value is None:
-            continue
-        event = json.loads(value)
-        kind = event["event"]
-        if kind == "raised":
-            opened[event["id"]] = event["finding"]
-        elif kind == "cleared":
-            opened.pop(event["id"], None)
-        elif kind == "incomplete":
-            incomplete[event["check"]] = event["reason"]
-        elif kind == "complete":
-            incomplete.pop(event["check"], None)
-        else:
-            raise ValueError(f"unknown event {kind!r}")
-    return opened, incomplete

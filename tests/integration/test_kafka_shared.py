@@ -25,6 +25,7 @@ from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.codecs import frame_from_ipc
 from streamdetect.model.topology import Topology
+from streamdetect.stream.events import open_findings
 from streamdetect.stream.publish import (
     committed_lag,
     committed_offsets,
@@ -36,7 +37,7 @@ from streamdetect.stream.publish import (
     read_records_keyed,
     read_topic,
 )
-from streamdetect.stream.service import APPLIED_KEY, _whole_entries, open_findings, unpack_entries
+from streamdetect.stream.state_log import APPLIED_KEY, unpack_entries, whole_entries
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 from streamdetect.stream.worker import app_id
 from tests.integration.kafka_helpers import Worker
@@ -203,11 +204,11 @@ def _published_and_applied(bootstrap: str, topology: Topology) -> tuple[set[str]
     applied: dict[str, list[str]] = {}
     for unit, kinds in by_unit.items():
         found = []
-        for whole in _whole_entries(kinds["snapshot"]).values():
+        for whole in whole_entries(kinds["snapshot"]).values():
             snapshot = _unpacked(whole)
             if APPLIED_KEY in snapshot:
                 found += frame_from_ipc(snapshot[APPLIED_KEY]).get_column("batch").to_list()
-        for whole in _whole_entries(kinds["record"]).values():
+        for whole in whole_entries(kinds["record"]).values():
             found += [k[len("applied/") :] for k in _unpacked(whole) if k.startswith("applied/")]
         applied[unit] = found
     return batches, applied

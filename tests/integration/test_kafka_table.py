@@ -20,9 +20,9 @@ from kafka import KafkaProducer
 import streamdetect
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
+from streamdetect.stream.events import fold_events
 from streamdetect.stream.publish import create_topics, read_topic
 from streamdetect.stream.records import Publication, encode_publication
-from streamdetect.stream.service import fold_events
 from streamdetect.stream.topics import findings_topic, table_topic
 from tests.integration.kafka_helpers import ROOT, Worker, until
 

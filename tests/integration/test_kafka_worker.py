@@ -21,6 +21,7 @@ from streamdetect.io.sources import load_views
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal import universal_relation
+from streamdetect.stream.events import open_findings
 from streamdetect.stream.publish import (
     committed_lag,
     create_topics,
@@ -40,7 +41,6 @@ from streamdetect.stream.records import (
     encode_publication,
 )
 from streamdetect.stream.routing import Router
-from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic, view_topic
 from streamdetect.stream.worker import IDLE_SNAPSHOT_S, app_id, state_table
 from tests.integration.kafka_helpers import Feed, Worker, table1_stream, table1_topology, until

@@ -18,8 +18,8 @@ import yaml
 import streamdetect
 from streamdetect.io.sources import load_data
 from streamdetect.stream import broker
+from streamdetect.stream.events import open_findings
 from streamdetect.stream.publish import read_topic
-from streamdetect.stream.service import open_findings
 from streamdetect.stream.topics import findings_topic
 from tests.integration.kafka_helpers import Worker, table1_stream, until
 

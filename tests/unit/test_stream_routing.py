@@ -12,9 +12,10 @@ import streamdetect
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.partitioning import plan
+from streamdetect.stream.events import open_findings
 from streamdetect.stream.records import HEADER_VIEW, Publication, encode_publication
 from streamdetect.stream.routing import HEADER_MARKER, HEADER_SOURCE, Router, Units
-from streamdetect.stream.service import Source, open_findings
+from streamdetect.stream.state_log import Source
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEN = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)

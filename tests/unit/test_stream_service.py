@@ -13,19 +13,15 @@ import streamdetect
 from streamdetect.checks.findings import stable_id
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
+from streamdetect.stream.events import finding_event, finding_events, open_findings
 from streamdetect.stream.records import Publication, encode_publication
-from streamdetect.stream.service import (
+from streamdetect.stream.service import DetectorService, Outcome, runs
+from streamdetect.stream.state_log import (
     DETECTOR_KEY,
     FINGERPRINT_KEY,
     PIECE_PREFIX,
     SNAPSHOT_PREFIX,
-    DetectorService,
-    Outcome,
-    finding_event,
-    finding_events,
-    open_findings,
     pack_entries,
-    runs,
     unpack_entries,
 )
 

@@ -23,6 +23,7 @@ from streamdetect.model.batch import Batch
 from streamdetect.partitioning import plan
 from streamdetect.reporting.document import layout
 from streamdetect.reporting.junit import junit_xml
+from streamdetect.stream.events import fold_events
 from streamdetect.stream.publish import input_topics
 from streamdetect.stream.records import (
     HEADER_TABLE,
@@ -34,7 +35,7 @@ from streamdetect.stream.records import (
     encode_publication,
 )
 from streamdetect.stream.routing import Router, Units
-from streamdetect.stream.service import DetectorService, Outcome, fold_events
+from streamdetect.stream.service import DetectorService, Outcome
 from streamdetect.stream.topics import table_topic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,24 +210,24 @@ def test_a_large_class_is_listed_in_part_in_its_events_and_keeps_its_id(monkeypa
     """A SIND class of many members: its events list the first ones and say how many there are (and fewer
     still over the topic's record limit), under the whole finding's id, which ``findings`` keeps."""
     from streamdetect.checks.findings import SindFinding, finding_from_dict
-    from streamdetect.stream import service
+    from streamdetect.stream import events
 
     members = tuple((("Zip", f"{n:05d}"), ("Age", n)) for n in range(400))
     finding = SindFinding(2, "Problem", members, ("v1",), "every member can take only one private value")
     publication = Publication("v1", "add", "b", NOW, pl.DataFrame())  # type: ignore[arg-type]
-    [(key, value)] = service.finding_events([finding], "raised", publication)
+    [(key, value)] = events.finding_events([finding], "raised", publication)
     assert key == finding.id.encode()
     body = fold_events([value])[0][finding.id]
     assert body["truncated"] == {"members": 400}
-    assert len(body["members"]) == service.EVENT_MEMBERS
+    assert len(body["members"]) == events.EVENT_MEMBERS
     rebuilt = finding_from_dict(body)
     rebuilt.__dict__["id"] = finding.id  # as `findings` pins it
     assert rebuilt.to_dict()["id"] == finding.id
     # Over the topic's byte limit too: fewer members still.
-    monkeypatch.setattr(service, "_EVENT_BODY_BYTES", 2_000)
-    [(_, value)] = service.finding_events([finding], "raised", publication)
+    monkeypatch.setattr(events, "_EVENT_BODY_BYTES", 2_000)
+    [(_, value)] = events.finding_events([finding], "raised", publication)
     assert len(value) < 3_000
-    assert 0 < len(fold_events([value])[0][finding.id]["members"]) < service.EVENT_MEMBERS
+    assert 0 < len(fold_events([value])[0][finding.id]["members"]) < events.EVENT_MEMBERS
     small = SindFinding(2, "Problem", members[:3], ("v1",), "class of 3")
-    [(_, value)] = service.finding_events([small], "raised", publication)
+    [(_, value)] = events.finding_events([small], "raised", publication)
     assert "truncated" not in fold_events([value])[0][small.id]

@@ -8,14 +8,14 @@ from typing import Any
 
 from streamdetect.stream.records import DeadLetter
 from streamdetect.stream.routing import HEADER_SOURCE
-from streamdetect.stream.service import Source
-from streamdetect.stream.worker import _Outputs
+from streamdetect.stream.state_log import Source
+from streamdetect.stream.worker.outputs import Outputs
 
 ROUTE, VIEW = "bp.route", "bp.view.v2"
 
 
-def _outputs(sent: list[Any]) -> _Outputs:
-    outputs = _Outputs.__new__(_Outputs)  # the topics and producer of a running app are not needed here
+def _outputs(sent: list[Any]) -> Outputs:
+    outputs = Outputs.__new__(Outputs)  # the topics and producer of a running app are not needed here
     outputs.dead_letters = "bp.dead-letters"
     outputs.route = ROUTE
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from faust.types import TP
 
-from streamdetect.stream import worker
-from streamdetect.stream.worker import TAIL_CHECK_S, UNSTICK_S, _Unstick
+from streamdetect.stream.worker import catch_up
+from streamdetect.stream.worker.catch_up import TAIL_CHECK_S, UNSTICK_S, Unstick
 
 STUCK, DONE, OTHER = TP("view.v2", 0), TP("view.v2", 1), TP("elsewhere", 0)
 
@@ -34,7 +34,7 @@ class _Consumer:
 
 def _unstick(
     monkeypatch: pytest.MonkeyPatch, committed: dict[tuple[str, int], int] | None = None
-) -> tuple[_Unstick, _Consumer]:
+) -> tuple[Unstick, _Consumer]:
     consumer = _Consumer()
     app: Any = SimpleNamespace(rebalancing=False, in_recovery=False, conf=SimpleNamespace(id="g"), consumer=consumer)
     offsets = committed if committed is not None else {("view.v2", 0): 11, ("view.v2", 1): 20, ("elsewhere", 0): 3}
@@ -43,8 +43,8 @@ def _unstick(
         consumer.looks += 1
         return offsets
 
-    monkeypatch.setattr(worker, "committed_offsets", looked_up)
-    return _Unstick(app, "127.0.0.1:1", ["view.v2"]), consumer
+    monkeypatch.setattr(catch_up, "committed_offsets", looked_up)
+    return Unstick(app, "127.0.0.1:1", ["view.v2"]), consumer
 
 
 def test_an_idle_worker_seeks_a_partition_short_of_its_end_back_to_its_committed_offset(

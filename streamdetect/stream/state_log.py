@@ -1,0 +1,127 @@
+"""The worker's state log: the entries a folded record writes to the Faust table (keys, packing, chunking
+to the producer's limit), the snapshots that replace them (compaction), and where each record was read
+(:class:`Source`). :class:`~streamdetect.stream.service.DetectorService` writes and restores it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
+
+log = logging.getLogger(__name__)
+
+#: Entries of a record besides the Detector's pieces (which are ``<check>/<piece>``).
+FINGERPRINT_KEY = "meta/fingerprint"
+DTYPES_KEY = "meta/dtypes"
+UNIVERSAL_KEY = "meta/universal"
+#: The offset of the (route) record an entry folded in: where a unit's input stands.
+OFFSET_KEY = "meta/offset"
+#: ``meta/source/<topic>:<partition>``: the offset after the last record of that view topic partition
+#: handled (folded, a replay, a dead letter): a record further on means the consumer skipped the records
+#: between (:meth:`~streamdetect.stream.routing.Units.source_gap`, and the one-stage worker's
+#: :class:`~streamdetect.stream.worker.catch_up.Skipped`).
+SOURCE_PREFIX = "meta/source/"
+APPLIED_PREFIX = "applied/"
+#: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
+#: message per record, not one per piece: a BP batch writes some fifty pieces).
+RECORD_PREFIX = "record/"
+#: A snapshot, ``snapshot/<n>``: the whole state after the records numbered below ``n``, which it replaces
+#: (they are deleted once it is written, and the compacted changelog forgets them): a Detector snapshot
+#: (``meta/detector``, or none: the empty state) and the Detector's pieces written since (``piece/<key>``).
+SNAPSHOT_PREFIX = "snapshot/"
+DETECTOR_KEY = "meta/detector"
+PIECE_PREFIX = "piece/"
+#: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
+WITHDREW_KEY = "meta/withdrew"
+APPLIED_KEY = "meta/applied"
+#: With compaction deferred to idle time (:attr:`DetectorService.defer_compaction`): a snapshot is forced in
+#: the update path only once this many times the threshold was written (a worker never idle still
+#: compacts: its table stays within about three times the state), and taken when idle once this fraction
+#: of the threshold was (a quiet moment after a burst takes the snapshot the burst would have forced).
+FORCED_FACTOR = 2
+IDLE_FRACTION = 0.5
+
+
+def pack_entries(entries: Mapping[str, bytes]) -> bytes:
+    """Several named byte strings as one (an Arrow IPC frame of keys and values)."""
+    return frame_to_ipc(
+        pl.DataFrame({"key": list(entries), "value": pl.Series(list(entries.values()), dtype=pl.Binary)})
+    )
+
+
+def unpack_entries(data: bytes) -> dict[str, bytes]:
+    """Inverse of :func:`pack_entries`."""
+    frame = frame_from_ipc(data)
+    return dict(zip(frame.get_column("key").to_list(), frame.get_column("value").to_list(), strict=True))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a view record was published: its topic, partition and offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def key(self) -> str:
+        """The topic partition, ``topic:partition`` (Kafka topic names have no colon)."""
+        return f"{self.topic}:{self.partition}"
+
+    def encode(self) -> bytes:
+        return f"{self.key}:{self.offset}".encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Source:
+        """The source a header gives; ValueError when it is not ``topic:partition:offset``."""
+        topic, partition, offset = raw.decode().rsplit(":", 2)
+        return cls(topic, int(partition), int(offset))
+
+
+def chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:
+    """One table entry, or, when it exceeds ``limit`` bytes (a Kafka record's size), its bytes in chunks
+    ``<key>.<i>-<count>``: restore takes an entry only when every chunk of it is there (a worker killed
+    between chunks leaves an incomplete entry, ignored, and its records are folded again)."""
+    size = max(limit - 1024, 1024)  # room for the key and the record's overhead
+    if len(packed) <= size:
+        return {key: packed}
+    count = -(-len(packed) // size)
+    return {f"{key}.{i:04d}-{count:04d}": packed[i * size : (i + 1) * size] for i in range(count)}
+
+
+def whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
+    """The table's entries by number (keys without the prefix: ``<n>`` or chunks ``<n>.<i>-<count>``),
+    chunks put back together; an entry with a chunk missing is left out."""
+    whole: dict[int, bytes] = {}
+    chunks: dict[int, dict[int, tuple[int, bytes]]] = {}
+    for key, value in written.items():
+        digits, _, chunk = key.partition(".")
+        if not chunk:
+            whole[int(digits)] = value
+            continue
+        index, _, total = chunk.partition("-")
+        chunks.setdefault(int(digits), {})[int(index)] = (int(total), value)
+    for number, parts in chunks.items():
+        count = next(iter(parts.values()))[0]
+        if sorted(parts) == list(range(count)):
+            whole[number] = b"".join(parts[i][1] for i in range(count))
+        else:
+            log.warning("state entry %d is incomplete (%d of %d chunks): left out", number, len(parts), count)
+    return whole
+
+
+def extend_segments(segments: list[dict[str, bytes]], entry: Mapping[str, bytes]) -> None:
+    """Add an entry's Detector pieces (in the order written) to ``segments``, the fewest applications
+    that keep their order: a withdrawal's pieces (``.../unlinked/...``: drop pairs, then append) are
+    applied after everything written before them and before anything written after, as appending
+    positions restart below earlier ones once pairs are dropped. Pieces of the other entries gather in
+    the last segment (their keys are unique: every check's pieces are numbered)."""
+    pieces = {key: value for key, value in entry.items() if not key.startswith(("meta/", APPLIED_PREFIX))}
+    if any("/unlinked/" in key for key in pieces):
+        segments += [pieces, {}]
+    else:
+        segments[-1].update(pieces)

@@ -1,0 +1,192 @@
+"""The Faust worker: view topics in, findings and dead letters out, the Detector's state in a Faust table.
+
+Every record goes through :class:`~streamdetect.stream.service.DetectorService`: a dead letter is produced
+to the dead-letter topic (the record's value and headers, with the reason and detail as headers); a
+publication is folded into the Detector, its raised and cleared findings go to the findings topic keyed
+by finding id, and the state pieces it wrote go to a table whose changelog topic restores a replacement
+worker. A replayed record (same batch id) changes nothing.
+
+Two shapes, by the number of partitions the work is split into (``--partitions``):
+
+* **1** (the default): one agent reads every view topic and folds each record into one Detector, whose
+  state is the table ``state``. The view topics must have one partition: one worker holds it all.
+* **P > 1**: the work is split into units, one per identifier and value bucket
+  (:mod:`streamdetect.partitioning`), spread over the P partitions of the route topic. Agent
+  ``split_records`` reads the view topics (any partition count), dead-letters what cannot be read and
+  forwards each record to every partition holding a unit (:class:`~streamdetect.stream.routing.Router`);
+  agent ``detect`` reads the route topic and folds each record into the units of its partition, each its
+  share of the rows (:class:`~streamdetect.stream.routing.Units`), their state in the table ``units``,
+  co-partitioned with the route topic (Faust writes a table entry to the partition of the record being
+  processed). Kafka's consumer group shares the partitions of both topics among the workers of the
+  application; a worker that gets a route partition rebuilds its units from the table's changelog, one
+  that loses it forgets them. This is Faust's repartitioning (a topic between two agents, as
+  ``group_by`` makes), with the partitions chosen by the plan rather than by Kafka's hash of a key.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import faust
+
+from streamdetect.detector import Detector, checks_to_run, table_readers
+from streamdetect.errors import TopologyError
+from streamdetect.model.topology import Topology
+from streamdetect.partitioning import plan
+from streamdetect.relational.universal_stream import UniversalStream
+from streamdetect.stream.metrics import WorkerMetrics
+from streamdetect.stream.records import DEFAULT_MAX_BYTES, FINDINGS_MAX_BYTES
+from streamdetect.stream.routing import Units
+from streamdetect.stream.security import from_environment
+from streamdetect.stream.service import DetectorService
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.worker.one_stage import one_stage
+from streamdetect.stream.worker.outputs import (
+    BATCH_BYTES,
+    REFUSED,
+    Outputs,
+)
+from streamdetect.stream.worker.two_stages import two_stages
+
+log = logging.getLogger(__name__)
+
+
+_ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def app_id(topology: Topology) -> str:
+    """The Faust application (consumer group, changelog topic prefix) of a topology."""
+    return f"streamdetect-{_ILLEGAL.sub('_', topology.name)}"
+
+
+def state_table(partitions: int) -> str:
+    """The name of the worker's state table: ``state`` with one partition, ``units`` with more (another
+    changelog topic, as its keys differ)."""
+    return "state" if partitions == 1 else "units"
+
+
+def build_app(
+    topology: Topology,
+    bootstrap: str,
+    *,
+    datadir: Path,
+    partitions: int = 1,
+    checks: Sequence[str] | None = None,
+    store: str = "memory://",
+    web_port: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    metrics: WorkerMetrics | None = None,
+    session_timeout_s: float = 30.0,
+    universal_rows: int = 0,
+    coalesce: int = 32,
+    coalesce_wait_s: float = 0.01,
+    compact_bytes: int | None = COMPACT_BYTES,
+    replay_retention_s: float | None = REPLAY_RETENTION_S,
+) -> faust.App:
+    """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
+    separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
+    only, and only when ``web_port`` is given: two workers on one host would otherwise both take port
+    6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`).
+    ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
+    others (a killed worker's partitions wait that long). ``universal_rows``: with more than zero, the
+    universal-relation stream is written to its topic, at most that many tuples per channel (per unit
+    with several partitions); it follows the linkage check's closure, so the topology must run linkage.
+    ``coalesce``: at most that many records taken together (those already waiting, or arriving within
+    ``coalesce_wait_s`` of the end of the previous update: Faust's ``take_events`` waits that long
+    whenever fewer are waiting, so it is idle time on every update of a backlog) and folded in as few
+    Detector updates as their order allows (:meth:`DetectorService.handle_many`): a worker with a
+    backlog folds bigger batches, which cost far less per row; a quiet stream is folded record by record
+    after at most ``coalesce_wait_s``. ``compact_bytes``: a unit's state entries are replaced by a
+    snapshot once that many bytes were written since the last one (:class:`DetectorService`), so the
+    compacted changelog, and a replacement worker's restore, stay bounded by about twice the state;
+    ``replay_retention_s``: how long a folded batch id is remembered past a snapshot (a record redelivered
+    later is folded again)."""
+    security = from_environment()
+    brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
+    app = faust.App(
+        app_id(topology),
+        broker=brokers,
+        broker_credentials=security.faust_credentials(),
+        store=store,
+        datadir=str(datadir),
+        web_enabled=web_port is not None,
+        web_host="127.0.0.1",
+        web_port=web_port or 6066,
+        topic_partitions=partitions,
+        consumer_auto_offset_reset="earliest",
+        # No standby copies of the state: measured here, a standby's changelog records could stall Faust's
+        # fetcher after a rebalance for good (both workers idle, lag frozen; as robinhood/faust#583
+        # describes). A worker taking a partition over reads its changelog from the start instead, as the
+        # memory store does after any restart.
+        table_standby_replicas=0,
+        broker_session_timeout=session_timeout_s,
+        broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
+        producer_acks=-1,
+        # Finding events can be large (a SIND class lists its members): up to the findings topic's limit.
+        producer_max_request_size=max(max_bytes, FINDINGS_MAX_BYTES) + 64 * 1024,
+        producer_max_batch_size=BATCH_BYTES,
+        consumer_max_fetch_size=max(max_bytes + 64 * 1024, 4_194_304),
+    )
+    # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
+    table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
+    out = Outputs(app, topology, table, metrics)
+    if universal_rows and "linkage" not in checks_to_run(topology, checks):
+        raise TopologyError(
+            "the universal-relation stream (--universal-rows) follows the linkage check's closure, "
+            "and this topology does not run linkage",
+            file=topology.path,
+            key="checks",
+        )
+    if partitions == 1:
+        universal = UniversalStream(topology, universal_rows) if universal_rows else None
+        service = DetectorService(
+            topology,
+            checks,
+            max_bytes,
+            universal=universal,
+            compact_bytes=compact_bytes,
+            replay_retention_s=replay_retention_s,
+            defer_compaction=True,  # snapshots in idle time (one_stage), not on the records' path
+        )
+        one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s, bootstrap=bootstrap)
+        examined = service.detector
+    else:
+        units = Units(
+            plan(topology, partitions, checks),
+            out.entries,
+            universal_rows,
+            compact_bytes=compact_bytes,
+            replay_retention_s=replay_retention_s,
+        )
+        two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
+        examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
+    if metrics is not None:
+        metrics.examined(examined.summaries({}), table_readers(topology, checks))
+    return app
+
+
+def run_worker(app: faust.App, loglevel: str = "warn") -> None:
+    """Run the worker until SIGINT or SIGTERM (then it stops cleanly, committing what it processed).
+    Raises :class:`StateError` when it stopped because its state table was written under another
+    topology, other checks, thresholds or partition count."""
+    from faust.worker import Worker  # noqa: PLC0415 (imports the event loop machinery only to run)
+
+    if loglevel != "debug":
+        # kafka-python logs every connection of the offset look-ups (tail checks, idle seeks: one admin
+        # client every few seconds while idle) at INFO: ten lines a look-up, none of them news.
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+    worker = Worker(app, loglevel=loglevel, quiet=True)
+    if not worker.stdout.isatty():
+        # Faust's start-up spinner writes terminal escape codes (hide the cursor, back-space): on a log
+        # file or a pipe they are noise. Without it, Faust logs "Ready" at INFO.
+        worker.spinner = None
+    try:
+        worker.execute_from_commandline()
+    except SystemExit:
+        refused = REFUSED.pop(id(app), None)
+        if refused is not None:
+            raise refused from None
+        raise

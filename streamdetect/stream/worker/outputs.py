@@ -1,0 +1,251 @@
+"""What both worker shapes write: dead letters, finding events and state entries (as batches to the
+producer), and the metrics of what they folded; a worker that refuses its state stops here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from aiokafka.partitioner import DefaultPartitioner
+
+from streamdetect.errors import StateError
+from streamdetect.model.topology import Topology
+from streamdetect.stream.metrics import WorkerMetrics
+from streamdetect.stream.records import DeadLetter
+from streamdetect.stream.routing import Routed, source_of
+from streamdetect.stream.service import Outcome
+from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic
+
+log = logging.getLogger(__name__)
+
+
+#: Why a worker stopped itself, by application (read by run_worker once the event loop is done).
+REFUSED: dict[int, StateError] = {}
+
+
+PARTITIONER = DefaultPartitioner()
+
+
+#: Seconds a worker that refuses its state waits for Faust's table recovery to finish before it stops.
+RECOVERY_WAIT_S = 30.0
+
+
+RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+
+
+#: The producer's batch size: a record's outputs go as batches (Outputs._produce), a few hundred finding
+#: events each; under the brokers' default message size limit (1 MB).
+BATCH_BYTES = 256 * 1024
+
+
+class Outputs:
+    """What both shapes write: dead letters, finding events, state entries, and the metrics."""
+
+    def __init__(self, app: faust.App, topology: Topology, table: Any, metrics: WorkerMetrics | None) -> None:
+        self.app = app
+        self.findings = app.topic(findings_topic(topology), **RAW)
+        self.dead_letters = app.topic(dead_letter_topic(topology), **RAW)
+        self.universal = app.topic(universal_topic(topology), **RAW)
+        #: The route topic's name: only its records carry a source header the worker wrote.
+        self.route = route_topic(topology)
+        self.table = table
+        self.metrics = metrics
+        self._stopping: asyncio.Future[None] | None = None
+
+    async def dead_letter(self, event: faust.EventT[bytes], letter: DeadLetter) -> None:
+        message = event.message
+        await self.dead_letter_of(
+            event.value, headers_of(message), message.topic, letter, partition=message.partition, offset=message.offset
+        )
+
+    async def dead_letter_of(
+        self,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        topic: str,
+        letter: DeadLetter,
+        *,
+        partition: int,
+        offset: int,
+    ) -> None:
+        """Send a record that cannot be folded in to the dead-letter topic, keyed by where it was read
+        (``<topic>:<partition>:<offset>``): a record read again after a restart (delivery is at least
+        once) is dead-lettered again under the same key, so a consumer counts it once (and a compacted
+        topic keeps one). A route record is keyed by the view record it came from (its source header):
+        the units of two route partitions that both refuse their shares of one view record send two dead
+        letters under that one key. A view record's own source header is not read: stage one strips it
+        when it routes, so only a publisher can have set it there, and the key says where it was read."""
+        source = source_of(headers) if topic == self.route else None
+        if source is not None:
+            topic, partition, offset = source.topic, source.partition, source.offset
+        labelled = [
+            *headers,
+            ("streamdetect-reason", letter.reason.encode()),
+            ("streamdetect-detail", letter.detail.encode()),
+            ("streamdetect-topic", topic.encode()),
+        ]
+        await self._produce([(self.dead_letters, f"{topic}:{partition}:{offset}".encode(), value, None, labelled)])
+        log.warning("dead letter from %s: %s", topic, letter.reason)
+
+    async def settle_read(
+        self,
+        outcome: Outcome,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        where: tuple[str, int, int],
+        *,
+        table_partition: int,
+    ) -> None:
+        """What a record read from the broker outside the consumer (``where``: topic, partition, offset)
+        led to: a dead letter keyed where it was read, as the agents key theirs (once per record for a
+        consumer), or its events and state entries in ``table_partition`` (the route partition of the
+        units that folded it; 0 with one partition)."""
+        topic, partition, offset = where
+        if outcome.dead is not None:
+            await self.dead_letter_of(value, headers, topic, outcome.dead, partition=partition, offset=offset)
+        else:
+            await self.deliver(outcome, At(table_partition, topic))
+
+    async def deliver(self, outcome: Outcome, message: Any) -> None:
+        """Send the record's finding events, then its state entries; return once the broker has both.
+
+        Events go first: a worker killed in between sees the record again and sends the events again
+        (consumers fold them idempotently); the other order could mark the record done with its events
+        never sent. The state entries are produced to the table's changelog (in the partition of the
+        record, as Faust's own table writes go) and awaited, then kept in the table's local store:
+        Faust's table writes are buffered, and its flush before an offset commit gives up after 0.1 s,
+        so under load it committed offsets of records whose state was not yet on the broker, and a
+        worker killed then lost them (measured: the two-worker test's open set differed from check's)."""
+        await self._produce(
+            [(self.findings, finding_id, body, None, None) for finding_id, body in outcome.events]
+            + [(self.universal, None, body, None, headers) for body, headers in outcome.universal]
+        )
+        changelog = self.table.changelog_topic
+        await self._produce(
+            [(changelog, name.encode(), piece, message.partition, None) for name, piece in outcome.writes.items()]
+        )
+        for name, piece in outcome.writes.items():
+            self.table.data[name.encode()] = piece
+        if outcome.deletes:
+            # After the snapshot that replaces them is on the broker: tombstones, which compaction drops.
+            await self._produce([(changelog, name.encode(), None, message.partition, None) for name in outcome.deletes])
+            for name in outcome.deletes:
+                self.table.data.pop(name.encode(), None)
+        if outcome.events:
+            log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
+
+    async def _produce(
+        self, records: Sequence[tuple[Any, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]]
+    ) -> None:
+        """Send (topic, key, value, partition, headers) records and return once the broker has them all
+        (every output of a record is delivered before its offset can be committed).
+
+        As batches per topic partition, built with aiokafka's batch builder (its C record encoder) and
+        handed to the producer whole: a record sent alone costs about three times as much Python (a
+        future, a partitioner call, Faust's sensors), and a record's finding events can number a
+        thousand. Keyed records go to the partition Kafka's default partitioner gives their key (murmur2,
+        as before and as Java clients do: a compacted topic keeps one record per key); records without a
+        key or partition (universal-relation tuples) are sent one by one, to a partition the producer
+        picks. Order is kept within each partition."""
+        if not records:
+            return
+        # Started here if nothing was sent before (a worker whose first act is reading skipped records).
+        producer = await self.app.maybe_start_producer()
+        # The aiokafka producer under Faust's: Faust wraps only one-record sends, not the batch builder.
+        kafka = producer._ensure_producer()
+        batches: dict[tuple[str, int], list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]] = {}
+        partitions: dict[str, list[int]] = {}  # per topic, looked up once per call (not once per record)
+        sent = []
+        for topic, key, value, given, headers in records:
+            name = topic.get_topic_name()
+            partition = given
+            if partition is None:
+                if key is None:
+                    sent.append(await producer.send(name, key, value, None, None, headers))
+                    continue
+                if name not in partitions:
+                    partitions[name] = sorted(await kafka.partitions_for(name))
+                known = partitions[name]
+                partition = known[0] if len(known) == 1 else PARTITIONER(key, known, known)
+            batches.setdefault((name, partition), []).append((key, value, headers or []))
+        for (name, partition), rows in batches.items():
+            batch = kafka.create_batch()
+            for key, value, headers in rows:
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    # Full: send it, start the next (a first record always fits, whatever its size).
+                    sent.append(await kafka.send_batch(batch, name, partition=partition))
+                    batch = kafka.create_batch()
+                    batch.append(key=key, value=value, timestamp=None, headers=headers)
+            sent.append(await kafka.send_batch(batch, name, partition=partition))
+        await asyncio.gather(*sent)
+
+    def refuse(self, refused: StateError) -> None:
+        """Stop the worker: its state table was written under other parameters (a restore refused it).
+        :func:`run_worker` then raises the error, which the command reports in one line, exit code 2."""
+        log.error("%s", refused)
+        REFUSED[id(self.app)] = refused
+        self._stopping = asyncio.ensure_future(self._stop_once_recovered())
+
+    async def _stop_once_recovered(self) -> None:
+        """Faust's own clean stop (SIGTERM, as Ctrl-C or a supervisor's), once its table recovery has
+        finished: a stop in the middle of it (the tail check can restore a unit then) cancels Faust's
+        seek to the committed offsets, which logs a traceback (a CI run saw one)."""
+        recovery = getattr(self.app.tables, "recovery", None)
+        completed = getattr(recovery, "completed", None)
+        if completed is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(completed.wait(), timeout=RECOVERY_WAIT_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    async def settle(self, event: faust.EventT[bytes], outcome: Outcome) -> None:
+        """What a folded record leads to: its lag noted, then a dead letter or its events and state."""
+        self.lag(event.message)
+        if outcome.dead is not None:
+            await self.dead_letter(event, outcome.dead)
+        else:
+            await self.deliver(outcome, event.message)
+
+    async def routed(self, event: faust.EventT[bytes], routed: Routed) -> None:
+        """What the first stage made of a view record: its lag noted, then a dead letter or its count."""
+        self.lag(event.message)
+        if routed.dead is not None:
+            if self.metrics is not None:
+                self.metrics.folded(Outcome(dead=routed.dead), 0.0)
+            await self.dead_letter(event, routed.dead)
+        elif self.metrics is not None and routed.publication is not None:
+            self.metrics.consumed(routed.publication)
+
+    def lag(self, message: Any) -> None:
+        if self.metrics is not None:
+            # The highwater is the offset the next record will take: what is left after this one.
+            left = self.app.consumer.highwater(message.tp) - message.offset - 1
+            self.metrics.lag.labels(message.topic, str(message.partition)).set(max(left, 0))
+
+    def entries(self, prefix: str = "") -> dict[str, bytes]:
+        """The table's entries whose keys start with ``prefix``, keys as text."""
+        return {name: value for key, value in self.table.items() if (name := key_text(key)).startswith(prefix)}
+
+
+def headers_of(message: Any) -> list[tuple[str, bytes]]:
+    """A record's headers as a list of pairs (Faust types them as a list or a mapping)."""
+    raw = message.headers or ()
+    return list(raw.items()) if isinstance(raw, Mapping) else list(raw)
+
+
+@dataclass(frozen=True)
+class At:
+    """Where a record read outside the consumer came from (what :meth:`Outputs.deliver` needs of it)."""
+
+    partition: int
+    topic: str = ""
+
+
+def key_text(key: object) -> str:
+    return key.decode() if isinstance(key, bytes) else str(key)
