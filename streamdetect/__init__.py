@@ -43,11 +43,15 @@ __all__ = [
     "check",
     "load_topology",
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use (PEP 562)."""
+    """A public name, imported from its module on first use (PEP 562); ``__version__`` from the installed
+    package's metadata (pyproject.toml holds the one version)."""
+    if name == "__version__":
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version("streamdetect")
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'streamdetect' has no attribute {name!r}")

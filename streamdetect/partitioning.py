@@ -1,4 +1,4 @@
-"""Splitting a topology's work by identifier and identifier value, so that several workers share it (issue 8).
+"""Splitting a topology's work by identifier and identifier value, so that several workers share it.
 
 docs/design.md, "What each check's state may be split by": everything linkage decides for an identifier
 value e of identifier E (its capped linked sets in every task, their liveness and settling, the certainty

@@ -1,6 +1,6 @@
 """Time windows: rows are joined only with rows published less than ``window`` before the latest one.
 
-Dou & Coulondre (section 5) leave detection over time intervals as future work; issue 8 asks for an
+Dou & Coulondre (section 5) leave detection over time intervals as future work; a topology may give an
 optional ``window`` in the topology (``window: 30d``) that limits which publications can be joined,
 rows leaving the window being withdrawn through the engine's retraction path. The reading implemented
 (docs/design.md, "Time windows"):

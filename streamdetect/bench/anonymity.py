@@ -1,4 +1,4 @@
-"""Table k-anonymity and l-diversity against pycanon, side by side in one run (issue 9).
+"""Table k-anonymity and l-diversity against pycanon, side by side in one run.
 
 Both measure the same thing on the same rows: the base table grouped by its quasi-identifiers (pycanon's
 ``k_anonymity`` returns the smallest group, ``l_diversity`` the fewest distinct sensitive values in a

@@ -1,5 +1,5 @@
-"""K-MSD-AG beside anjana (the maintained Python anonymization library), side by side in one run
-(issue 9): the same table, quasi-identifiers, hierarchies and k; time, information loss (normalized
+"""K-MSD-AG beside anjana (the maintained Python anonymization library), side by side in one run:
+the same table, quasi-identifiers, hierarchies and k; time, information loss (normalized
 certainty penalty, discernibility), generalization distance, and the table's FDs after.
 
 anjana's ``k_anonymity`` takes, per quasi-identifier, the hierarchy as aligned columns (level 0 the

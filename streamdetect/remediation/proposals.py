@@ -1,5 +1,5 @@
 """Releases proposed for a topology whose checks find violations, each re-checked by every configured
-check before it is offered (issue 9, ``streamdetect remediate``).
+check before it is offered (``streamdetect remediate``).
 
 Two kinds, from the project's papers:
 

@@ -9,7 +9,7 @@ connections before it has joined its own quorum). Each broker keeps its files, i
 ``broker-<port>/`` beside the jars, so several can run side by side and :func:`stop` finds the one on a
 port.
 
-Measured on this machine (issue 8): a cold fetch takes 10-35 s (43 MB of jars), a start 3-7 s, the broker
+Measured on this machine: a cold fetch takes 10-35 s (43 MB of jars), a start 3-7 s, the broker
 uses 330-500 MB. Kafka 4.1.1 brings slf4j-api 1.7, so the log4j 2 binding is ``log4j-slf4j-impl`` (with
 ``log4j-slf4j2-impl`` the broker logs nothing); Maven 3.8 would pick a maven-dependency-plugin too old
 for Java 17 unless it is pinned.

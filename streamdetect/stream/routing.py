@@ -1,5 +1,5 @@
 """The two stages of a worker that shares its work: route each view record to the partitions whose units
-need it, then fold it into each unit's Detector (issue 8; the split: streamdetect/partitioning.py).
+need it, then fold it into each unit's Detector (the split: streamdetect/partitioning.py).
 
 Stage one (:class:`Router`) reads a view record as the single worker does (a record that cannot be read
 is a dead letter there, once) and forwards it as it came to every partition of the route topic that

@@ -1,4 +1,4 @@
-"""SIND's "can take only one private value", decided over all views together (issue 6's two cases)."""
+"""SIND's "can take only one private value", decided over all views together (the two cases)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Publishing onto a real Kafka broker and reading the records back (issue 8: topics and records)."""
+"""Publishing onto a real Kafka broker and reading the records back: topics and records."""
 
 from __future__ import annotations
 

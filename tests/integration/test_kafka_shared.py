@@ -1,6 +1,6 @@
 """Two workers share the BP benchmark through a real broker; one is killed mid-stream and replaced.
 
-Issue 8's "Must show": two workers in one group process the BP views and the findings topic's open set
+Two workers in one group process the BP views and the findings topic's open set
 ends equal to ``streamdetect check``; killing one (SIGKILL) and starting another still ends with the
 same open set, none lost, and the group's committed lag back to zero within a stated time.
 """

@@ -141,7 +141,7 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
 def test_poison_records_of_every_kind_are_dead_lettered_while_the_worker_goes_on(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], partitions: int
 ) -> None:
-    """Issue 8, item 9, through a running worker: a record of each kind that cannot be read (not Arrow,
+    """Poison records through a running worker: a record of each kind that cannot be read (not Arrow,
     not JSON, a bad header, an unknown view, a missing, unknown or mistyped attribute, a row outside its
     view's ``where``, over the size limit, a withdrawal of a row never published) lands in the
     dead-letter topic with its reason and is counted, and the valid records sent around them are folded:

@@ -1,5 +1,5 @@
 """A real Prometheus (Debian's package) scrapes a worker: every query of the dashboard and of the alert
-rules returns a series (issue 8). Skipped without the prometheus binary."""
+rules returns a series. Skipped without the prometheus binary."""
 
 from __future__ import annotations
 

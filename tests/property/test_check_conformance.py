@@ -1,4 +1,4 @@
-"""Every registered check behaves the same fed in pieces (issue 7's conformance).
+"""Every registered check behaves the same fed in pieces (conformance).
 
 On every shipped topology (the papers' figures: linkage, every k-anonymity method, SIND, RSIND), the
 rows are cut into random batches fed in a random order through the Detector, with random withdrawals of
@@ -301,7 +301,7 @@ def _random_topologies(draw: st.DrawFn) -> tuple[str, str]:
 def test_random_topologies_agree_with_a_fresh_check_of_the_rows_present(
     publication: tuple[str, str], rng: random.Random
 ) -> None:
-    """Every registered check on random small topologies and rows (issue 7's conformance): the same random
+    """Every registered check on random small topologies and rows (conformance): the same random
     batches, withdrawals, codec round trips, pieces and merges as on the shipped topologies."""
     text, table = publication
     with tempfile.TemporaryDirectory() as folder:

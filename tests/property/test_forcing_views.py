@@ -1,4 +1,4 @@
-"""k-anonymity names the views that force a cover (issue 6): rerun on just them, the check finds the
+"""k-anonymity names the views that force a cover: rerun on just them, the check finds the
 cover; rerun without any one of them, it does not. The reference is the definition itself, by instance
 enumeration on the subsets (tests/reference.py), so the test does not trust the engine's own reruns."""
 

@@ -1,4 +1,4 @@
-"""Certain or possible (issue 6): a linkage finding marked certain holds in every table instance.
+"""Certain or possible: a linkage finding marked certain holds in every table instance.
 
 Random small tables with an identifier key, views with random (often different) selections computed
 from them; the reference enumerates every instance that yields the views (tests/reference.py). Every

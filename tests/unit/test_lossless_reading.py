@@ -1,6 +1,6 @@
 """Reading never changes a value: leading zeros, code-like text and Parquet string columns survive.
 
-Issue 6, part 1: integers inferred from ``07`` and ``7`` merged two patients and hid both disclosures;
+Integers inferred from ``07`` and ``7`` merged two patients and hid both disclosures;
 ZIP ``02135`` read as 2135 joined a different ZIP.
 """
 
