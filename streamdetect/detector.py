@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.findings import Delta
-from streamdetect.checks.protocol import Check, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import Check, CheckSummary, KeepsRows, ProgressFactory
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
 from streamdetect.model.batch import Batch
@@ -219,10 +219,13 @@ class Detector:
         )
 
     def present_rows(self) -> dict[str, pl.DataFrame] | None:
-        """The views' rows present (bags, as values), as the linkage check keeps them; None when it does
-        not run. O(rows kept): for a restore, not per batch."""
-        state = self.states.get("linkage")
-        return state.seen.decoded() if state is not None else None
+        """The views' rows present (bags, as values), as a check that keeps them has them
+        (:class:`~streamdetect.checks.protocol.KeepsRows`); None when none runs. O(rows kept): for a
+        restore, not per batch."""
+        for name, check in self.checks.items():
+            if isinstance(check, KeepsRows):
+                return check.present_rows(self.states[name])
+        return None
 
     def incomplete(self) -> dict[str, str]:
         """Per check that cannot see an input its answer needs, why, as a sentence for an operator: the

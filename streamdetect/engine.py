@@ -20,8 +20,7 @@ from streamdetect.checks.findings import (
     RsindFinding,
     SindFinding,
 )
-from streamdetect.checks.linkage import Linkage
-from streamdetect.checks.protocol import CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import CheckSummary, ProgressFactory, Withholds
 from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.detector import Detector, checks_to_run
 from streamdetect.errors import StreamdetectError, TopologyError
@@ -187,14 +186,14 @@ def _impact(  # noqa: PLR0917 -- private helper of run_checks, which passes its 
     max_level: int | None,
     findings: Sequence[Finding],
 ) -> tuple[Withdrawal, ...]:
-    """Per view, what withholding it clears: the linkage check from its own state (the channels without
-    the view are the closure of the others), the others rerun without the view."""
+    """Per view, what withholding it clears: a check that can tell from its state
+    (:class:`~streamdetect.checks.protocol.Withholds`) tells, the others are rerun without the view."""
     left: dict[str, set[tuple[Any, ...]]] = {view.name: set() for view in topology.views}
     errors: dict[str, str] = {}
     for name, check in detector.checks.items():
-        if isinstance(check, Linkage):
+        if isinstance(check, Withholds):
             for view in left:
-                without = check.check.result(detector.states[name], without=frozenset({view}))
+                without = check.result_without(detector.states[name], frozenset({view}))
                 left[view] |= {f.subject for f in without}
         elif any(f.check == name for f in findings):
             _rerun_without_each_view(topology, views, table, name, k, max_level, left, errors)

@@ -84,6 +84,24 @@ class _Identified:
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    @property
+    def level_label(self) -> str:
+        """The ``level`` label of the open-findings metric: the minimal closure level where the finding
+        is a linkage one, else empty (a label never holds an identifier or a sensitive value)."""
+        return ""
+
+    @property
+    def listed_members(self) -> tuple[Any, ...]:
+        """The members the finding lists (a class of indistinguishable tuples), which an event may list in
+        part; none for the others."""
+        return ()
+
+    @property
+    def order_key(self) -> tuple[object, ...]:
+        """Its place among its check's findings in a report rebuilt from events (``findings``): by id
+        unless the kind has an order of its own."""
+        return (self.id,)
+
     @cached_property
     def json_form(self) -> dict[str, Any]:
         """:meth:`to_dict`, computed once per finding (its id reads it, and so does a finding event): a
@@ -188,6 +206,16 @@ class LinkageFinding(_Identified):
     def level(self) -> int:
         """The minimal level: the number of views of the smallest disclosing channel."""
         return len(self.views)
+
+    @property
+    def level_label(self) -> str:
+        """The minimal level, as the metric's label."""
+        return str(self.level)
+
+    @property
+    def order_key(self) -> tuple[object, ...]:
+        """Report order: by minimal level, channel, attributes, then value."""
+        return (self.level, self.views, self.identifier_attribute, self.sensitive_attribute, str(self.identifier_value))
 
     @property
     def total(self) -> bool:
@@ -297,6 +325,11 @@ class SindFinding(_Identified):
     def certain(self) -> bool:
         """An exact class is a violation in fact; a conservative one may not be (possible)."""
         return self.exact
+
+    @property
+    def listed_members(self) -> tuple[Any, ...]:
+        """The class's members."""
+        return self.members
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""

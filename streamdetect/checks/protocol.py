@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import polars as pl
 
 from streamdetect.checks.findings import Delta
 from streamdetect.model.batch import Batch
@@ -112,4 +114,24 @@ class Check(Protocol, Generic[S, F]):
 
     def summary(self, findings: int) -> CheckSummary:
         """What the check examines (for reports)."""
+        ...
+
+
+@runtime_checkable
+class KeepsRows(Protocol):
+    """A check whose state keeps every view's rows present (as bags): the Detector hands them out
+    (:meth:`~streamdetect.detector.Detector.present_rows`: a restore of the universal-relation stream)."""
+
+    def present_rows(self, state: Any) -> dict[str, pl.DataFrame]:
+        """The views' rows present, by view. O(rows kept)."""
+        ...
+
+
+@runtime_checkable
+class Withholds(Protocol):
+    """A check that can say from its state what it would find were some views never published
+    (``check --impact``), without being rerun."""
+
+    def result_without(self, state: Any, views: frozenset[str]) -> list[Any]:
+        """The findings of the state as if ``views`` were not published."""
         ...

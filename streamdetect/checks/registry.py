@@ -37,6 +37,9 @@ class Registration:
     needs_quasi_identifiers: bool = False
     #: the threshold's key in the topology (``checks: {l-diversity: {l: 3}}``)
     threshold: str = "k"
+    #: its state keeps every view's rows and the closure's channels
+    #: (:class:`~streamdetect.checks.protocol.KeepsRows`): the universal-relation stream follows it
+    keeps_rows: bool = False
 
     @cached_property
     def _build(self) -> Build:
@@ -50,7 +53,9 @@ class Registration:
 
 #: Every check, in report order.
 REGISTRY: Mapping[str, Registration] = {
-    "linkage": Registration("streamdetect.checks.linkage:Linkage.from_topology", needs_identifiers=True),
+    "linkage": Registration(
+        "streamdetect.checks.linkage:Linkage.from_topology", needs_identifiers=True, keeps_rows=True
+    ),
     "k-anonymity": Registration("streamdetect.checks.k_anonymity:KAnonymity.from_topology", needs_identifiers=True),
     "sind": Registration("streamdetect.checks.publisher_side:PublisherSide.sind"),
     "rsind": Registration("streamdetect.checks.publisher_side:PublisherSide.rsind"),

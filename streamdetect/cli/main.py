@@ -156,8 +156,7 @@ def findings(
     """The findings open now on TOPOLOGY's findings topic (written by `streamdetect worker`), reported as
     `check` reports them, with the same exit codes; and the checks the worker reported incomplete (an
     input they read, the private table, not seen): then exit code 4 when nothing fails the run."""
-    from streamdetect.checks.findings import LinkageFinding, finding_from_dict
-    from streamdetect.checks.linkage import finding_order
+    from streamdetect.checks.findings import finding_from_dict
     from streamdetect.detector import Detector
     from streamdetect.engine import Report, checks_to_run
     from streamdetect.io.topology_file import load_topology
@@ -184,9 +183,7 @@ def findings(
             err=True,
         )
     order = {name: i for i, name in enumerate(names)}
-    rebuilt.sort(
-        key=lambda f: (order.get(f.check, len(order)), finding_order(f) if isinstance(f, LinkageFinding) else (f.id,))
-    )
+    rebuilt.sort(key=lambda f: (order.get(f.check, len(order)), f.order_key))
     counts = {name: sum(1 for f in rebuilt if f.check == name) for name in names}
     summaries = Detector(model, names).summaries(counts)
     report = Report(model.name, tuple(summaries), tuple(rebuilt), incomplete=incomplete)

@@ -85,7 +85,7 @@ def _event_body(finding: Any) -> str:
     :data:`EVENT_MEMBERS` members (or a body over the topic's limit), with the first members only and
     ``"truncated": {"members": <how many it has>}``; the id is the whole finding's either way (``findings``
     keeps it, and says the list was cut)."""
-    members = getattr(finding, "members", ())
+    members = finding.listed_members
     if len(members) <= EVENT_MEMBERS and len(finding.json_text) <= _EVENT_BODY_BYTES:
         return str(finding.json_text)
     if len(members) > EVENT_MEMBERS:  # the document of the first members only (not of them all, then cut)

@@ -188,7 +188,7 @@ class WorkerMetrics:
                 self.open.labels(*labels).dec()
         for finding in raised:
             self.raised.labels(finding.check).inc()
-            labels = (finding.check, str(getattr(finding, "level", "")), "true" if finding.certain else "false")
+            labels = (finding.check, finding.level_label, "true" if finding.certain else "false")
             if finding.id not in self._open:
                 self._open[finding.id] = labels
                 self.open.labels(*labels).inc()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import polars as pl
+
 from streamdetect.checks.findings import Delta, LinkageFinding
 from streamdetect.checks.linkage.check import LinkageCheck
 from streamdetect.checks.linkage.state import (
@@ -67,6 +69,15 @@ class Linkage:
     def result(self, state: LinkageState) -> list[LinkageFinding]:
         """Every disclosure, in report order."""
         return self.check.result(state)
+
+    def present_rows(self, state: LinkageState) -> dict[str, pl.DataFrame]:
+        """The views' rows present, as the state keeps them (bags)."""
+        return state.seen.decoded()
+
+    def result_without(self, state: LinkageState, views: frozenset[str]) -> list[LinkageFinding]:
+        """The findings as if ``views`` were never published: the channels holding none of them are the
+        closure of the other views, so their tasks' sets are reused."""
+        return self.check.result(state, without=views)
 
     def encode(self, state: LinkageState) -> bytes:
         """The state's codec."""

@@ -25,14 +25,8 @@ def _sort_key(value: object) -> tuple[str, str]:
 
 
 def finding_order(finding: LinkageFinding) -> tuple[object, ...]:
-    """Report order: by minimal level, channel, attributes, then value."""
-    return (
-        finding.level,
-        finding.views,
-        finding.identifier_attribute,
-        finding.sensitive_attribute,
-        str(finding.identifier_value),
-    )
+    """Report order: by minimal level, channel, attributes, then value (:attr:`LinkageFinding.order_key`)."""
+    return finding.order_key
 
 
 class _Results(_Projections):

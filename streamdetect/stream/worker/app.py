@@ -32,6 +32,7 @@ from pathlib import Path
 
 import faust
 
+from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector, checks_to_run, table_readers
 from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
@@ -93,7 +94,8 @@ def build_app(
     ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
     others (a killed worker's partitions wait that long). ``universal_rows``: with more than zero, the
     universal-relation stream is written to its topic, at most that many tuples per channel (per unit
-    with several partitions); it follows the linkage check's closure, so the topology must run linkage.
+    with several partitions); it follows the closure of a check that keeps the views' rows (a
+    registration's ``keeps_rows``), so the topology must run one.
     ``coalesce``: at most that many records taken together (those already waiting, or arriving within
     ``coalesce_wait_s`` of the end of the previous update: Faust's ``take_events`` waits that long
     whenever fewer are waiting, so it is idle time on every update of a backlog) and folded in as few
@@ -133,10 +135,11 @@ def build_app(
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
     out = Outputs(app, topology, table, metrics)
-    if universal_rows and "linkage" not in checks_to_run(topology, checks):
+    keepers = [name for name, registration in REGISTRY.items() if registration.keeps_rows]
+    if universal_rows and not set(keepers) & set(checks_to_run(topology, checks)):
         raise TopologyError(
-            "the universal-relation stream (--universal-rows) follows the linkage check's closure, "
-            "and this topology does not run linkage",
+            f"the universal-relation stream (--universal-rows) follows the {' or '.join(keepers)} check's "
+            f"closure, and this topology does not run {' or '.join(keepers)}",
             file=topology.path,
             key="checks",
         )
