@@ -13,13 +13,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from streamdetect.checks.findings import (
-    AssociationCoverFinding,
-    GroupFinding,
-    LinkageFinding,
-    RsindFinding,
-    SindFinding,
-)
+from streamdetect.checks.findings import Finding
 from streamdetect.checks.protocol import CheckSummary, ProgressFactory, Withholds
 from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.detector import Detector, checks_to_run
@@ -40,7 +34,6 @@ __all__ = [
     "run_checks",
 ]
 
-Finding = LinkageFinding | AssociationCoverFinding | SindFinding | RsindFinding | GroupFinding
 #: What fails a run: any finding, or only certain ones (``check --fail-on``).
 FailOn = Literal["any", "certain"]
 
@@ -107,11 +100,12 @@ class Report:
         return sum(1 for finding in self.findings if finding.certain)
 
     def by_level(self) -> dict[int, int]:
-        """Number of linkage findings per minimal level."""
+        """Number of findings per minimal closure level, for the findings that have one (linkage's)."""
         levels: dict[int, int] = {}
         for finding in self.findings:
-            if isinstance(finding, LinkageFinding):
-                levels[finding.level] = levels.get(finding.level, 0) + 1
+            level = finding.closure_level
+            if level is not None:
+                levels[level] = levels.get(level, 0) + 1
         return dict(sorted(levels.items()))
 
     def by_check(self) -> dict[str, int]:

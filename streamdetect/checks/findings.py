@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 Scalar = Union[str, int, float, bool, dt.date, dt.datetime, None]
 
@@ -18,6 +18,11 @@ def json_scalar(value: Scalar) -> str | int | float | bool | None:
     if isinstance(value, (dt.date, dt.datetime)):
         return value.isoformat()
     return value
+
+
+def value_text(value: object) -> str:
+    """A value as reports print it (dates ISO 8601)."""
+    return str(json_scalar(value))  # type: ignore[arg-type]
 
 
 def canonical_json(content: dict[str, Any]) -> str:
@@ -78,17 +83,39 @@ def _association(
     }
 
 
-class _Identified:
-    """A finding whose id is a hash of its JSON body."""
+class Finding:
+    """What every check finds: a finding whose id is a hash of its JSON body, which says which check
+    raised it, over which views, whether it holds in every instance (certain), and how it is shown."""
+
+    if TYPE_CHECKING:  # each kind has them as fields or properties
+
+        @property
+        def check(self) -> str: ...
+        @property
+        def views(self) -> tuple[str, ...]: ...
+        @property
+        def certain(self) -> bool: ...
+
+        k: int
+
+        @property
+        def subject(self) -> tuple[Any, ...]: ...
 
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
     @property
+    def closure_level(self) -> int | None:
+        """The minimal level of the view-join closure where it shows (the views joined), for the kinds
+        found through the closure; None for the others."""
+        return None
+
+    @property
     def level_label(self) -> str:
-        """The ``level`` label of the open-findings metric: the minimal closure level where the finding
-        is a linkage one, else empty (a label never holds an identifier or a sensitive value)."""
-        return ""
+        """The ``level`` label of the open-findings metric: :attr:`closure_level`, or empty (a label never
+        holds an identifier or a sensitive value)."""
+        level = self.closure_level
+        return "" if level is None else str(level)
 
     @property
     def listed_members(self) -> tuple[Any, ...]:
@@ -101,6 +128,19 @@ class _Identified:
         """Its place among its check's findings in a report rebuilt from events (``findings``): by id
         unless the kind has an order of its own."""
         return (self.id,)
+
+    @property
+    def channels_shown(self) -> tuple[tuple[str, ...], ...]:
+        """The sets of views a view-join graph marks for it: the views it names."""
+        return (self.views,)
+
+    def headline(self) -> str:
+        """One line saying what it discloses (a JUnit test case's name, before the id)."""
+        raise NotImplementedError
+
+    def verdict(self) -> str:
+        """One line saying why it is a violation (a JUnit failure's message)."""
+        raise NotImplementedError
 
     @cached_property
     def json_form(self) -> dict[str, Any]:
@@ -159,7 +199,7 @@ class Delta(Generic[F]):
     cleared: Sequence[F]
 
 
-def diff(before: Sequence[_Identified], after: Sequence[_Identified]) -> Delta[Any]:
+def diff(before: Sequence[Finding], after: Sequence[Finding]) -> Delta[Any]:
     """The findings in ``after`` and not ``before`` (raised), and the reverse (cleared), by id."""
     old = {finding.id: finding for finding in before}
     new = {finding.id: finding for finding in after}
@@ -170,7 +210,7 @@ def diff(before: Sequence[_Identified], after: Sequence[_Identified]) -> Delta[A
 
 
 @dataclass(frozen=True)
-class LinkageFinding(_Identified):
+class LinkageFinding(Finding):
     """An identifier value linked to fewer than k sensitive values in some channel's joined view.
 
     ``views`` is one channel of the minimal level (the first in sort order), ``channels`` every channel
@@ -208,9 +248,9 @@ class LinkageFinding(_Identified):
         return len(self.views)
 
     @property
-    def level_label(self) -> str:
-        """The minimal level, as the metric's label."""
-        return str(self.level)
+    def closure_level(self) -> int:
+        """The minimal level."""
+        return self.level
 
     @property
     def order_key(self) -> tuple[object, ...]:
@@ -221,6 +261,24 @@ class LinkageFinding(_Identified):
     def total(self) -> bool:
         """True for a certain link to a single sensitive value (a total disclosure)."""
         return self.certain and len(self.sensitive_values) == 1
+
+    def headline(self) -> str:
+        """E=e -> S {values} via {views}."""
+        values = ", ".join(value_text(v) for v in self.sensitive_values)
+        return (
+            f"{self.identifier_attribute}={value_text(self.identifier_value)} -> "
+            f"{self.sensitive_attribute} {{{values}}} via {{{', '.join(self.views)}}}"
+        )
+
+    @property
+    def channels_shown(self) -> tuple[tuple[str, ...], ...]:
+        """Every channel that discloses it."""
+        return self.channels
+
+    def verdict(self) -> str:
+        """Its kind, level and join attributes."""
+        kind = "possible link" if not self.certain else ("total disclosure" if self.total else "partial")
+        return f"{kind} at level {self.level}, joined on {', '.join(self.joined_on) or 'one view'}"
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
@@ -256,7 +314,7 @@ class LinkageFinding(_Identified):
 
 
 @dataclass(frozen=True)
-class AssociationCoverFinding(_Identified):
+class AssociationCoverFinding(Finding):
     """A minimal association cover smaller than k (Yao, Wang & Jajodia 2005, section 3).
 
     Every table instance that yields the views pairs ``identifier_value`` with one of
@@ -289,6 +347,18 @@ class AssociationCoverFinding(_Identified):
         """An exact cover holds in every instance; a conservative one may not (possible)."""
         return self.exact
 
+    def headline(self) -> str:
+        """E=e -> S {values} via {views}."""
+        values = ", ".join(value_text(v) for v in self.sensitive_values)
+        return (
+            f"{self.identifier_attribute}={value_text(self.identifier_value)} -> "
+            f"{self.sensitive_attribute} {{{values}}} via {{{', '.join(self.views)}}}"
+        )
+
+    def verdict(self) -> str:
+        """A cover smaller than k."""
+        return f"association cover smaller than k = {self.k}" + ("" if self.exact else " (conservative)")
+
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
         body = _association(self)
@@ -297,7 +367,7 @@ class AssociationCoverFinding(_Identified):
 
 
 @dataclass(frozen=True)
-class SindFinding(_Identified):
+class SindFinding(Finding):
     """A class of symmetrically indistinguishable public tuples that does not protect its members.
 
     (Yao, Wang, Wang & Jajodia, Definitions 1-2.) ``members`` are the public (B) tuples of the class,
@@ -330,6 +400,14 @@ class SindFinding(_Identified):
     def listed_members(self) -> tuple[Any, ...]:
         """The class's members."""
         return self.members
+
+    def headline(self) -> str:
+        """S: class of n."""
+        return f"{self.sensitive_attribute}: class of {len(self.members)}"
+
+    def verdict(self) -> str:
+        """Why the class does not protect its members."""
+        return self.reason
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""
@@ -372,7 +450,7 @@ class RsindFinding(SindFinding):
     check = "rsind"
 
 
-class GroupFinding(_Identified):
+class GroupFinding(Finding):
     """A group of rows with equal quasi-identifier values that is smaller than k (``table-k-anonymity``:
     Samarati 2001, k-anonymity of one table), or that holds fewer than l distinct values of a sensitive
     attribute (``l-diversity``: Machanavajjhala et al. 2006, distinct l-diversity), in the base table
@@ -437,6 +515,17 @@ class GroupFinding(_Identified):
 
     def __repr__(self) -> str:
         return f"GroupFinding({self.to_dict()!r})"
+
+    def headline(self) -> str:
+        """Relation: {group}."""
+        group = ", ".join(f"{name}={value_text(value)}" for name, value in self.group)
+        return f"{self.relation or 'table'}: {{{group}}}"
+
+    def verdict(self) -> str:
+        """Too few rows, or too few distinct sensitive values."""
+        if self.sensitive_attribute is not None:
+            return f"{self.distinct} distinct {self.sensitive_attribute} value(s), fewer than l = {self.k}"
+        return f"{self.count} row(s), fewer than k = {self.k}"
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (docs/report-format.md)."""

@@ -18,7 +18,7 @@ The last three are recomputed per batch behind the same interface (:mod:`.recomp
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -32,6 +32,7 @@ from streamdetect.checks.forcing_views import minimal_forcing_views
 from streamdetect.checks.functional_dependencies import effective_dependencies
 from streamdetect.checks.key_covers import KeyPathCoverCheck, key_path
 from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
+from streamdetect.checks.presentation import Block, Section, Shown, association_cells, values_text
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.seen_rows import SeenRows
@@ -322,3 +323,26 @@ def _has_rows(state: KAnonymityState) -> bool:
     if isinstance(state, AssociationCoverState):
         return any(state.seen.height(name) for name in state.seen.rows)
     return bool(state.views) or state.table is not None
+
+
+def section(summary: CheckSummary, findings: Sequence[AssociationCoverFinding], shown: Shown) -> Section:
+    """The check's section of a report: one block of the association covers smaller than k."""
+    heading = (
+        f"k-anonymity (k = {summary.k}): minimal association covers smaller than k, "
+        f"{summary.tasks} identifier/sensitive pair(s)"
+    )
+    if not findings:
+        return Section(heading, ())
+    columns = ("#", "id", "identifier", "value", "sensitive", "cover", "forced by views", "exact")
+    rows = [
+        (
+            *association_cells(f, shown),
+            "{" + values_text(f.sensitive_values) + "}",
+            ", ".join(f.views),
+            "yes" if f.exact else "no (conservative)",
+        )
+        for f in findings
+    ]
+    rows_shown, omitted = shown.cut(rows)
+    title = f"association covers (every instance pairs the value with one of these): {len(findings)} finding(s)"
+    return Section(heading, (Block(title, columns, rows_shown, omitted),))

@@ -8,11 +8,12 @@ classes (SIND's certainty, RSIND's clique partition), so their state is one piec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streamdetect.checks.findings import Delta, SindFinding, diff
+from streamdetect.checks.findings import Delta, SindFinding, diff, value_text
 from streamdetect.checks.indistinguishability import SindCheck, SindState, appended_after
+from streamdetect.checks.presentation import MEMBERS_SHOWN, Block, Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.model.batch import Batch
@@ -121,3 +122,33 @@ class PublisherSide:
     def summary(self, findings: int) -> CheckSummary:
         """Views and sensitive attributes examined."""
         return CheckSummary(self.name, self.k, len(self.check.views), len(self.check.sensitive), findings)
+
+
+def section(summary: CheckSummary, findings: Sequence[SindFinding], shown: Shown) -> Section:
+    """The check's section of a report: one block of the classes that do not protect their members."""
+    heading = (
+        f"{summary.name} (k = {summary.k}): classes of indistinguishable public tuples, "
+        f"{summary.tasks} sensitive attribute(s)"
+    )
+    if not findings:
+        return Section(heading, ())
+    columns = ("#", "id", "sensitive", "members", "why", "exact")
+    rows = []
+    for f in findings:
+        listed = [
+            ", ".join(f"{name}={value_text(value)}" for name, value in member) for member in f.members[:MEMBERS_SHOWN]
+        ]
+        more = f" (+{len(f.members) - MEMBERS_SHOWN} more)" if len(f.members) > MEMBERS_SHOWN else ""
+        rows.append(
+            (
+                shown.number(f),
+                shown.marked_id(f),
+                f.sensitive_attribute,
+                "; ".join(listed) + more,
+                f.reason,
+                "yes" if f.exact else "no (conservative)",
+            )
+        )
+    rows_shown, omitted = shown.cut(rows)
+    title = f"classes that do not protect their members: {len(findings)} finding(s)"
+    return Section(heading, (Block(title, columns, rows_shown, omitted),))

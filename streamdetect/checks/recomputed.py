@@ -17,12 +17,12 @@ from typing import Any, Generic, TypeVar
 import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
-from streamdetect.checks.findings import Delta, _Identified, diff
+from streamdetect.checks.findings import Delta, Finding, diff
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.bags import remove_occurrences
 
-F = TypeVar("F", bound=_Identified)
+F = TypeVar("F", bound=Finding)
 Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
 
 

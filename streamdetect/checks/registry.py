@@ -17,6 +17,8 @@ from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from streamdetect.checks.explanations import Explain
+    from streamdetect.checks.presentation import Render
     from streamdetect.checks.protocol import Check
     from streamdetect.model.topology import Topology
 
@@ -24,12 +26,23 @@ if TYPE_CHECKING:
 Build = Callable[["Topology", int | None, int | None], "Check[Any, Any]"]
 
 
+def _load(reference: str) -> Any:
+    """The object a ``module:attribute`` reference names (imported now)."""
+    return EntryPoint(name="", value=reference, group="streamdetect.checks").load()
+
+
 @dataclass(frozen=True)
 class Registration:
-    """A check's factory and what the topology loader needs to know of it."""
+    """Everything a check brings, each part named as ``module:attribute`` and loaded on first use: its
+    factory, the section of a report its findings make, the explanation of one finding; and what the
+    topology loader needs to know of it (its default threshold and the attributes it needs)."""
 
-    #: the factory, ``module:attribute`` (loaded on first use)
+    #: the factory, ``build(topology, k, max_level)``
     factory: str
+    #: its section of a report, ``render(summary, findings, shown)``
+    section: str
+    #: the rows behind one finding, ``explain(topology, views, table, finding)``
+    explain: str
     default_k: int = 2
     #: ties identifier values to sensitive ones, so the table must declare identifiers
     needs_identifiers: bool = False
@@ -43,8 +56,20 @@ class Registration:
 
     @cached_property
     def _build(self) -> Build:
-        built: Build = EntryPoint(name="", value=self.factory, group="streamdetect.checks").load()
+        built: Build = _load(self.factory)
         return built
+
+    @cached_property
+    def render(self) -> Render:
+        """Its section of a report (:mod:`streamdetect.checks.presentation`)."""
+        render: Render = _load(self.section)
+        return render
+
+    @cached_property
+    def explainer(self) -> Explain:
+        """The rows behind one of its findings (:mod:`streamdetect.checks.explanations`)."""
+        explain: Explain = _load(self.explain)
+        return explain
 
     def build(self, topology: Topology, k: int | None, max_level: int | None) -> Check[Any, Any]:
         """The check as ``topology`` configures it, ``k`` overriding its threshold."""
@@ -54,16 +79,40 @@ class Registration:
 #: Every check, in report order.
 REGISTRY: Mapping[str, Registration] = {
     "linkage": Registration(
-        "streamdetect.checks.linkage:Linkage.from_topology", needs_identifiers=True, keeps_rows=True
+        "streamdetect.checks.linkage:Linkage.from_topology",
+        "streamdetect.checks.linkage.report:section",
+        "streamdetect.checks.explanations:explain_linkage",
+        needs_identifiers=True,
+        keeps_rows=True,
     ),
-    "k-anonymity": Registration("streamdetect.checks.k_anonymity:KAnonymity.from_topology", needs_identifiers=True),
-    "sind": Registration("streamdetect.checks.publisher_side:PublisherSide.sind"),
-    "rsind": Registration("streamdetect.checks.publisher_side:PublisherSide.rsind"),
+    "k-anonymity": Registration(
+        "streamdetect.checks.k_anonymity:KAnonymity.from_topology",
+        "streamdetect.checks.k_anonymity:section",
+        "streamdetect.checks.explanations:explain_cover",
+        needs_identifiers=True,
+    ),
+    "sind": Registration(
+        "streamdetect.checks.publisher_side:PublisherSide.sind",
+        "streamdetect.checks.publisher_side:section",
+        "streamdetect.checks.explanations:explain_sind",
+    ),
+    "rsind": Registration(
+        "streamdetect.checks.publisher_side:PublisherSide.rsind",
+        "streamdetect.checks.publisher_side:section",
+        "streamdetect.checks.explanations:explain_sind",
+    ),
     "table-k-anonymity": Registration(
-        "streamdetect.checks.table_anonymity:TableAnonymity.k_anonymity", needs_quasi_identifiers=True
+        "streamdetect.checks.table_anonymity:TableAnonymity.k_anonymity",
+        "streamdetect.checks.table_anonymity:section",
+        "streamdetect.checks.explanations:explain_group",
+        needs_quasi_identifiers=True,
     ),
     "l-diversity": Registration(
-        "streamdetect.checks.table_anonymity:TableAnonymity.l_diversity", needs_quasi_identifiers=True, threshold="l"
+        "streamdetect.checks.table_anonymity:TableAnonymity.l_diversity",
+        "streamdetect.checks.table_anonymity:section",
+        "streamdetect.checks.explanations:explain_group",
+        needs_quasi_identifiers=True,
+        threshold="l",
     ),
 }
 

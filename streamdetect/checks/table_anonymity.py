@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 import polars as pl
 
-from streamdetect.checks.findings import Delta, GroupFinding, diff
+from streamdetect.checks.findings import Delta, GroupFinding, diff, value_text
+from streamdetect.checks.presentation import Block, Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc, versioned_document
@@ -515,3 +517,40 @@ def _counts_frame(relation: Relation, counts: GroupCounts) -> pl.DataFrame:
             )
         )
     return pl.concat(parts, how="diagonal_relaxed")
+
+
+def section(summary: CheckSummary, findings: Sequence[GroupFinding], shown: Shown) -> Section:
+    """The check's section of a report: one block per relation (the table, then each view) and sensitive
+    attribute."""
+    diverse = summary.name == "l-diversity"
+    heading = (
+        f"{summary.name} ({'l' if diverse else 'k'} = {summary.k}): groups of equal quasi-identifier values "
+        f"{'with fewer distinct sensitive values than l' if diverse else 'smaller than k'}, "
+        f"{summary.channels} relation(s) examined"
+    )
+    groups: dict[tuple[str | None, str | None], list[GroupFinding]] = defaultdict(list)
+    for finding in findings:
+        groups[(finding.relation, finding.sensitive_attribute)].append(finding)
+    blocks = []
+    for (relation, sensitive), members in groups.items():
+        where = "the table" if relation is None else f"view {relation}"
+        distinct = sensitive is not None
+        columns = ("#", "id", "group", "rows", *((f"distinct {sensitive}",) if distinct else ()))
+        rows = [
+            (
+                shown.number(f),
+                shown.marked_id(f),
+                ", ".join(f"{name}={value_text(value)}" for name, value in f.group),
+                str(f.count),
+                *((str(f.distinct),) if distinct else ()),
+            )
+            for f in members
+        ]
+        rows_shown, omitted = shown.cut(rows)
+        what = (
+            f"groups with fewer than {members[0].k} distinct {sensitive}"
+            if distinct
+            else f"groups of fewer than {members[0].k} rows"
+        )
+        blocks.append(Block(f"{where}: {what}: {len(members)} finding(s)", columns, rows_shown, omitted))
+    return Section(heading, tuple(blocks))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from streamdetect.checks.registry import CHECKS
+from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
@@ -268,23 +268,8 @@ def explain(
 def _sections(
     model: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: Finding
 ) -> list[tuple[str, pl.DataFrame]]:
-    """The rows behind a finding, by its kind."""
-    from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding
-    from streamdetect.explanations import explain_cover, explain_group, explain_linkage, explain_sind
-
-    if isinstance(finding, LinkageFinding):
-        return explain_linkage(model, views, finding)
-    if isinstance(finding, AssociationCoverFinding):
-        return explain_cover(model, views, finding)
-    if isinstance(finding, GroupFinding):
-        if finding.relation is None and table is None:
-            raise TopologyError("this group is the table's: set table.source", file=model.path, key="table.source")
-        return explain_group(views, table, finding)
-    if table is None:
-        raise TopologyError(
-            "explaining a SIND class needs the private table: set table.source", file=model.path, key="table.source"
-        )
-    return explain_sind(model, table, finding)
+    """The rows behind a finding, as its check's registration explains them."""
+    return REGISTRY[finding.check].explainer(model, views, table, finding)
 
 
 def _locate(
@@ -371,7 +356,6 @@ def closure(
     from rich.console import Console
     from rich.table import Table
 
-    from streamdetect.checks.findings import LinkageFinding
     from streamdetect.engine import checks_to_run, needs_table, run_checks
     from streamdetect.io.sources import load_data, load_views
     from streamdetect.io.topology_file import load_topology
@@ -383,8 +367,7 @@ def closure(
         names = checks_to_run(model)
         frames, private = load_data(model, with_table=needs_table(model, names))
         report = run_checks(model, frames, table=private, checks=names, max_level=max_level)
-        channels = {channel for f in report.findings if isinstance(f, LinkageFinding) for channel in f.channels}
-        channels |= {f.views for f in report.findings if not isinstance(f, LinkageFinding)}
+        channels = {channel for f in report.findings for channel in f.channels_shown}
         click.echo(view_graph_dot(model.name, model.views, sorted(channels)), nl=False)
         return
     views = load_views(model)

@@ -11,36 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, SindFinding
-from streamdetect.engine import FailOn, Finding, Report
-from streamdetect.reporting.document import value_text
-
-
-def _name(finding: Finding) -> str:
-    if isinstance(finding, (LinkageFinding, AssociationCoverFinding)):
-        values = ", ".join(value_text(v) for v in finding.sensitive_values)
-        return (
-            f"{finding.identifier_attribute}={value_text(finding.identifier_value)} -> "
-            f"{finding.sensitive_attribute} {{{values}}} via {{{', '.join(finding.views)}}} [{finding.id}]"
-        )
-    if isinstance(finding, GroupFinding):
-        group = ", ".join(f"{name}={value_text(value)}" for name, value in finding.group)
-        return f"{finding.relation or 'table'}: {{{group}}} [{finding.id}]"
-    assert isinstance(finding, SindFinding)
-    return f"{finding.sensitive_attribute}: class of {len(finding.members)} [{finding.id}]"
-
-
-def _message(finding: Finding) -> str:
-    if isinstance(finding, LinkageFinding):
-        kind = "possible link" if not finding.certain else ("total disclosure" if finding.total else "partial")
-        return f"{kind} at level {finding.level}, joined on {', '.join(finding.joined_on) or 'one view'}"
-    if isinstance(finding, AssociationCoverFinding):
-        return f"association cover smaller than k = {finding.k}" + ("" if finding.exact else " (conservative)")
-    if isinstance(finding, GroupFinding):
-        if finding.sensitive_attribute is not None:
-            return f"{finding.distinct} distinct {finding.sensitive_attribute} value(s), fewer than l = {finding.k}"
-        return f"{finding.count} row(s), fewer than k = {finding.k}"
-    return finding.reason
+from streamdetect.engine import FailOn, Report
 
 
 def junit_xml(report: Report, fail_on: FailOn = "any") -> str:
@@ -66,9 +37,11 @@ def junit_xml(report: Report, fail_on: FailOn = "any") -> str:
         elif not findings:
             ET.SubElement(suite, "testcase", classname=f"streamdetect.{summary.name}", name="no disclosure")
         for finding in findings:
-            case = ET.SubElement(suite, "testcase", classname=f"streamdetect.{summary.name}", name=_name(finding))
+            case = ET.SubElement(
+                suite, "testcase", classname=f"streamdetect.{summary.name}", name=f"{finding.headline()} [{finding.id}]"
+            )
             if finding.id in gating:
-                failure = ET.SubElement(case, "failure", message=_message(finding), type=finding.check)
+                failure = ET.SubElement(case, "failure", message=finding.verdict(), type=finding.check)
                 failure.text = str(finding.to_dict())
             else:
                 reason = "accepted by the baseline" if finding.id in report.accepted else "possible, not failing"

@@ -2,16 +2,19 @@
 
 Used by ``streamdetect explain``. Each explanation is a list of (title, frame) sections, small by
 construction (joins are taken with a row cap), that a publisher can read to see which release to
-withhold.
+withhold. Every explainer takes ``(topology, views, table, finding)`` (the table None when not loaded);
+each check's registration names its own (:mod:`streamdetect.checks.registry`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding, GroupFinding, LinkageFinding, SindFinding
+from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import Topology
 from streamdetect.relational.materialise import materialise
@@ -42,7 +45,13 @@ def _join_sample(
     return joined.select(order)
 
 
-def explain_linkage(topology: Topology, views: Mapping[str, pl.DataFrame], finding: LinkageFinding) -> list[Section]:
+#: ``explain(topology, views, table, finding)``: the rows behind a finding.
+Explain = Callable[[Topology, Mapping[str, pl.DataFrame], pl.DataFrame | None, Any], list[Section]]
+
+
+def explain_linkage(
+    topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: LinkageFinding
+) -> list[Section]:
     """Rows of the minimal channel's join that tie the identifier value to its sensitive values, and
     each view's own rows on that path."""
     filters = {
@@ -64,7 +73,7 @@ def explain_linkage(topology: Topology, views: Mapping[str, pl.DataFrame], findi
 
 
 def explain_cover(
-    topology: Topology, views: Mapping[str, pl.DataFrame], finding: AssociationCoverFinding
+    topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: AssociationCoverFinding
 ) -> list[Section]:
     """The projection facts that force the cover: rows of the join of all views with this identifier
     value and these sensitive values, projected on each view that forces it."""
@@ -87,8 +96,14 @@ def explain_cover(
     return sections
 
 
-def explain_sind(topology: Topology, table: pl.DataFrame, finding: SindFinding) -> list[Section]:
+def explain_sind(
+    topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: SindFinding
+) -> list[Section]:
     """The class's members as each view sees them: selected or not, and the projected values."""
+    if table is None:
+        raise TopologyError(
+            "explaining a SIND class needs the private table: set table.source", file=topology.path, key="table.source"
+        )
     members = pl.DataFrame([dict(member) for member in finding.members])
     public = members.columns
     # Members read back from a saved report carry JSON values (dates as text): use the table's types.
@@ -106,10 +121,12 @@ def explain_sind(topology: Topology, table: pl.DataFrame, finding: SindFinding) 
 
 
 def explain_group(
-    views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: GroupFinding
+    topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, finding: GroupFinding
 ) -> list[Section]:
     """The rows of the group (of the view, or of the table), with the sensitive values they hold: what a
     recipient who knows a member's quasi-identifiers narrows them to."""
+    if finding.relation is None and table is None:
+        raise TopologyError("this group is the table's: set table.source", file=topology.path, key="table.source")
     rows = table if finding.relation is None else views.get(finding.relation)
     where = "the table" if finding.relation is None else f"view {finding.relation}"
     if rows is None:
