@@ -53,6 +53,8 @@ class Registration:
     #: its state keeps every view's rows and the closure's channels
     #: (:class:`~streamdetect.checks.protocol.KeepsRows`): the universal-relation stream follows it
     keeps_rows: bool = False
+    #: run when a topology lists no checks
+    default: bool = False
 
     @cached_property
     def _build(self) -> Build:
@@ -84,6 +86,7 @@ REGISTRY: Mapping[str, Registration] = {
         "streamdetect.checks.explanations:explain_linkage",
         needs_identifiers=True,
         keeps_rows=True,
+        default=True,
     ),
     "k-anonymity": Registration(
         "streamdetect.checks.k_anonymity:KAnonymity.from_topology",

@@ -7,7 +7,7 @@ Validation happens once, here, at the boundary; every error names the file, the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,8 +32,6 @@ from streamdetect.model.topology import (
 from streamdetect.model.visibility import VisibilityRequirement, attributes_in, parse_visibility
 
 T = TypeVar("T")
-#: Checks this version implements, with their default ``k`` (the registry's).
-SUPPORTED_CHECKS: Mapping[str, int] = {name: registration.default_k for name, registration in REGISTRY.items()}
 
 _TOP_KEYS = {"name", "table", "views", "checks", "window", "fragmentation", "generalization"}
 #: A ``window``: a positive number and a unit, seconds to weeks.
@@ -53,6 +51,23 @@ _TABLE_KEYS = {
 _VIEW_KEYS = {"name", "attributes", "where", "source", "topic"}
 #: Kafka's legal topic names.
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class _Supported(Mapping[str, int]):
+    """The checks this version implements, with their default threshold: a live view of the registry
+    (a check registered later is supported too)."""
+
+    def __getitem__(self, name: str) -> int:
+        return REGISTRY[name].default_k
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+SUPPORTED_CHECKS: Mapping[str, int] = _Supported()
 
 
 class _Context:
@@ -290,17 +305,17 @@ def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition,
 
 def _checks(ctx: _Context, raw: Any) -> tuple[CheckConfig, ...]:
     if raw is None:
-        return (CheckConfig("linkage", SUPPORTED_CHECKS["linkage"]),)
+        return tuple(CheckConfig(name, entry.default_k) for name, entry in REGISTRY.items() if entry.default)
     checks = ctx.mapping(raw, "checks")
     configs = []
     for name, options in checks.items():
         key = f"checks.{name}"
-        if name not in SUPPORTED_CHECKS:
-            raise ctx.fail(key, f"unknown check; this version supports {', '.join(SUPPORTED_CHECKS)}")
+        if name not in REGISTRY:
+            raise ctx.fail(key, f"unknown check; this version supports {', '.join(REGISTRY)}")
         settings = {} if options is None else ctx.mapping(options, key)
         threshold = REGISTRY[name].threshold
         ctx.known_keys(settings, {threshold}, key)
-        k = settings.get(threshold, SUPPORTED_CHECKS[name])
+        k = settings.get(threshold, REGISTRY[name].default_k)
         if not isinstance(k, int) or isinstance(k, bool) or not 2 <= k <= MAX_K:
             raise ctx.fail(f"{key}.{threshold}", f"expected a whole number from 2 to {MAX_K:,}, found {_kind(k)}")
         configs.append(CheckConfig(name, k))

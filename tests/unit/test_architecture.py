@@ -130,3 +130,60 @@ def test_the_layer_guard_sees_an_upward_import(tmp_path: Path) -> None:
     upward.write_text("from streamdetect.detector import Detector\n")
     assert _imports(upward) == [(1, "streamdetect.detector")]
     assert _layer_of("streamdetect.detector") > _layer_of("streamdetect.model.batch")
+
+
+#: The modules that must ask the registry about a check, never name one: what runs the checks, reports
+#: them, streams them and counts them.
+NAME_BLIND = [
+    "engine.py",
+    "detector.py",
+    "partitioning.py",
+    "reporting",
+    "stream/worker",
+    "stream/service.py",
+    "stream/events.py",
+    "stream/metrics.py",
+]
+
+
+def _name_blind_files() -> list[Path]:
+    files: list[Path] = []
+    for entry in NAME_BLIND:
+        path = PACKAGE / entry
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return files
+
+
+def _check_names_in(path: Path) -> list[tuple[int, str]]:
+    """The string literals of ``path`` that name a registered check (docstrings are prose, not code)."""
+    from streamdetect.checks.registry import REGISTRY
+
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and node.value in REGISTRY
+    ]
+
+
+@pytest.mark.parametrize("path", _name_blind_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_check_is_named_outside_its_package_and_the_registry(path: Path) -> None:
+    assert not _check_names_in(path), f"{path.name} names checks: {_check_names_in(path)}"
+
+
+def test_the_name_guard_sees_a_name(tmp_path: Path) -> None:
+    named = tmp_path / "named.py"
+    named.write_text('"""Mentions linkage in prose."""\n\nif name == "linkage":\n    pass\n')
+    assert _check_names_in(named) == [(3, "linkage")]
+    assert len(_name_blind_files()) >= 10
