@@ -7,6 +7,7 @@ and levels: never a value of the data.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import urllib.request
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamdetect.stream.records import Publication
+from streamdetect.stream.sensor import WorkerSensor
 from streamdetect.stream.service import Outcome
 
 #: Detection latency buckets (seconds): a stream detector answers within a second; the tail shows backlog.
@@ -23,8 +25,8 @@ from streamdetect.stream.service import Outcome
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
-class WorkerMetrics:
-    """Counters, gauges and histograms of one worker, in a registry of their own."""
+class WorkerMetrics(WorkerSensor):
+    """Counters, gauges and histograms of one worker, in a registry of their own: its sensor."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -77,7 +79,7 @@ class WorkerMetrics:
             "Size of the worker's state in its table: what it restored plus what it wrote since.",
             registry=r,
         )
-        self.lag = Gauge(
+        self.consumer_lag = Gauge(
             "streamdetect_consumer_lag",
             "Records of a view topic's partition not yet read, as of the last record read from it.",
             ["topic", "partition"],
@@ -193,6 +195,19 @@ class WorkerMetrics:
                 self._open[finding.id] = labels
                 self.open.labels(*labels).inc()
             self.latency.observe(max((now - published).total_seconds(), 0.0))
+
+    def state(self, size: int) -> None:
+        """The state-size gauge."""
+        self.state_size.set(size)
+
+    def lag(self, topic: str, partition: int, left: int) -> None:
+        """The consumer-lag gauge of a partition."""
+        self.consumer_lag.labels(topic, str(partition)).set(max(left, 0))
+
+    def lag_gone(self, topic: str, partition: int) -> None:
+        """Drop a partition's lag series (another worker reports it now)."""
+        with contextlib.suppress(KeyError):
+            self.consumer_lag.remove(topic, str(partition))
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve /metrics on host:port (a thread of its own)."""

@@ -38,10 +38,10 @@ from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
-from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.records import DEFAULT_MAX_BYTES, FINDINGS_MAX_BYTES
 from streamdetect.stream.routing import Units
 from streamdetect.stream.security import from_environment
+from streamdetect.stream.sensor import WorkerSensor
 from streamdetect.stream.service import DetectorService
 from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
 from streamdetect.stream.worker.one_stage import one_stage
@@ -79,7 +79,7 @@ def build_app(
     store: str = "memory://",
     web_port: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    metrics: WorkerMetrics | None = None,
+    metrics: WorkerSensor | None = None,
     session_timeout_s: float = 30.0,
     universal_rows: int = 0,
     coalesce: int = 32,
@@ -90,7 +90,8 @@ def build_app(
     """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
     separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
     only, and only when ``web_port`` is given: two workers on one host would otherwise both take port
-    6066. ``metrics`` counts what every record led to (served by the caller, :meth:`WorkerMetrics.serve`).
+    6066. ``metrics`` counts what every record led to (a :class:`~streamdetect.stream.metrics.WorkerMetrics`,
+    served by the caller; None: the silent :class:`~streamdetect.stream.sensor.WorkerSensor`).
     ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
     others (a killed worker's partitions wait that long). ``universal_rows``: with more than zero, the
     universal-relation stream is written to its topic, at most that many tuples per channel (per unit
@@ -134,7 +135,7 @@ def build_app(
     )
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
-    out = Outputs(app, topology, table, metrics)
+    out = Outputs(app, topology, table, metrics or WorkerSensor())
     keepers = [name for name, registration in REGISTRY.items() if registration.keeps_rows]
     if universal_rows and not set(keepers) & set(checks_to_run(topology, checks)):
         raise TopologyError(
@@ -166,8 +167,7 @@ def build_app(
         )
         two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
-    if metrics is not None:
-        metrics.examined(examined.summaries({}), table_readers(topology, checks))
+    out.metrics.examined(examined.summaries({}), table_readers(topology, checks))
     return app
 
 

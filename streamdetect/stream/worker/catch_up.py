@@ -175,8 +175,7 @@ class Skipped:
         elapsed = time.perf_counter() - began
         for (offset, value, headers), outcome in zip(missing, outcomes, strict=True):
             await self.out.settle_read(outcome, value, headers, (topic, partition, offset), table_partition=0)
-            if self.out.metrics is not None:
-                self.out.metrics.record(outcome, elapsed)
+            self.out.metrics.record(outcome, elapsed)
 
 
 @dataclass
@@ -239,8 +238,7 @@ class Gaps:
                 self.units.handle(body, named, partition)  # its marker: the offset is seen here
                 where = (topic, view_partition, offset)
                 await self.out.settle_read(Outcome(dead=routed.dead), value, headers, where, table_partition=partition)
-                if self.out.metrics is not None:
-                    self.out.metrics.folded(Outcome(dead=routed.dead), 0.0)
+                self.out.metrics.folded(Outcome(dead=routed.dead), 0.0)
 
     async def _fold(
         self,
@@ -257,6 +255,5 @@ class Gaps:
         outcome = self.units.handle(value, headers, partition, offset)
         elapsed = time.perf_counter() - began
         await self.out.settle_read(outcome, value, headers, where, table_partition=partition)
-        metrics = self.out.metrics
-        if metrics is not None and (outcome.publication is not None or outcome.dead is not None):
-            metrics.folded(outcome, elapsed)
+        if outcome.publication is not None or outcome.dead is not None:
+            self.out.metrics.folded(outcome, elapsed)

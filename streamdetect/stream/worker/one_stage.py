@@ -64,11 +64,9 @@ def one_stage(
                 elapsed = time.perf_counter() - began
                 for event, outcome in zip(events, outcomes, strict=True):
                     await out.settle(event, outcome)
-                    if metrics is not None:
-                        # Counted once delivered: a finding's latency runs until its event is on the broker.
-                        metrics.record(outcome, elapsed)
-                if metrics is not None:
-                    metrics.state_size.set(service.state_bytes)
+                    # Counted once delivered: a finding's latency runs until its event is on the broker.
+                    metrics.record(outcome, elapsed)
+                metrics.state(service.state_bytes)
                 folded_at[0] = time.monotonic()
 
     @app.timer(interval=TAIL_CHECK_S)  # type: ignore[untyped-decorator]  # faust.App.timer is untyped
@@ -103,9 +101,8 @@ def one_stage(
             snapshot = service.compact()
             await out.deliver(snapshot, At(0))
             log.info("state snapshot taken while idle (%d bytes)", service.snapshot_bytes)
-            if metrics is not None:
-                metrics.stored(snapshot)
-                metrics.state_size.set(service.state_bytes)
+            metrics.stored(snapshot)
+            metrics.state(service.state_bytes)
 
 
 async def restored(service: DetectorService, out: Outputs) -> bool:
@@ -120,6 +117,5 @@ async def restored(service: DetectorService, out: Outputs) -> bool:
         return False
     announced = service.status(Outcome())
     await out.deliver(announced, At(0, "the restored state"))
-    if out.metrics is not None:
-        out.metrics.status(announced)
+    out.metrics.status(announced)
     return True

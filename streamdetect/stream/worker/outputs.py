@@ -17,9 +17,9 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from streamdetect.errors import StateError
 from streamdetect.model.topology import Topology
-from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.records import DeadLetter
 from streamdetect.stream.routing import Routed, source_of
+from streamdetect.stream.sensor import WorkerSensor
 from streamdetect.stream.service import Outcome
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic
 
@@ -48,7 +48,7 @@ BATCH_BYTES = 256 * 1024
 class Outputs:
     """What both shapes write: dead letters, finding events, state entries, and the metrics."""
 
-    def __init__(self, app: faust.App, topology: Topology, table: Any, metrics: WorkerMetrics | None) -> None:
+    def __init__(self, app: faust.App, topology: Topology, table: Any, metrics: WorkerSensor) -> None:
         self.app = app
         self.findings = app.topic(findings_topic(topology), **RAW)
         self.dead_letters = app.topic(dead_letter_topic(topology), **RAW)
@@ -216,17 +216,15 @@ class Outputs:
         """What the first stage made of a view record: its lag noted, then a dead letter or its count."""
         self.lag(event.message)
         if routed.dead is not None:
-            if self.metrics is not None:
-                self.metrics.folded(Outcome(dead=routed.dead), 0.0)
+            self.metrics.folded(Outcome(dead=routed.dead), 0.0)
             await self.dead_letter(event, routed.dead)
-        elif self.metrics is not None and routed.publication is not None:
+        elif routed.publication is not None:
             self.metrics.consumed(routed.publication)
 
     def lag(self, message: Any) -> None:
-        if self.metrics is not None:
-            # The highwater is the offset the next record will take: what is left after this one.
-            left = self.app.consumer.highwater(message.tp) - message.offset - 1
-            self.metrics.lag.labels(message.topic, str(message.partition)).set(max(left, 0))
+        # The highwater is the offset the next record will take: what is left after this one.
+        left = self.app.consumer.highwater(message.tp) - message.offset - 1
+        self.metrics.lag(message.topic, message.partition, left)
 
     def entries(self, prefix: str = "") -> dict[str, bytes]:
         """The table's entries whose keys start with ``prefix``, keys as text."""

@@ -4,7 +4,6 @@ its units, agent ``detect`` folds the route records into the units of its partit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -102,10 +101,8 @@ def two_stages(
     async def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Partitions taken away: another worker reports their lag now."""
         del sender, signal, kwargs
-        if metrics is not None:
-            for tp in args[0]:
-                with contextlib.suppress(KeyError):
-                    metrics.lag.remove(tp.topic, str(tp.partition))
+        for tp in args[0]:
+            metrics.lag_gone(tp.topic, tp.partition)
 
     async def renew(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Partitions assigned (after every revocation): every unit is rebuilt from the table at its
@@ -125,7 +122,6 @@ async def fold_routed(app: faust.App, out: Outputs, units: Units, event: faust.E
     """Fold one route record into the units of its partition (records the consumers skipped first) and
     deliver what it led to. False when the worker must stop (its state table was refused)."""
     message = event.message
-    metrics = out.metrics
     try:
         expected = units.next_offset(message.partition)
         if expected is not None and message.offset > expected:
@@ -150,10 +146,10 @@ async def fold_routed(app: faust.App, out: Outputs, units: Units, event: faust.E
         log.warning("route partition %d was reassigned while folding: its outcome is dropped", message.partition)
         return True
     await out.settle(event, outcome)
-    if metrics is not None and (outcome.publication is not None or outcome.dead is not None):
+    if outcome.publication is not None or outcome.dead is not None:
         # Counted once delivered (a dropped fold is the new owner's to count); a marker counts nothing.
-        metrics.folded(outcome, elapsed)
-        metrics.state_size.set(units.state_bytes)
+        out.metrics.folded(outcome, elapsed)
+        out.metrics.state(units.state_bytes)
     return True
 
 
@@ -171,8 +167,7 @@ async def catch_up_tails(app: faust.App, out: Outputs, units: Units, gaps: Gaps,
         announced = units.announce(tp.partition)
         if announced.events:
             await out.deliver(announced, At(tp.partition, gaps.topic))
-            if out.metrics is not None:
-                out.metrics.status(announced)
+            out.metrics.status(announced)
         end = app.consumer.highwater(tp)
         if not end:  # not known yet, or an empty partition: nothing can be missing (units not rebuilt)
             continue
@@ -181,8 +176,7 @@ async def catch_up_tails(app: faust.App, out: Outputs, units: Units, gaps: Gaps,
             continue
         if end > expected:
             await gaps.fill_route(tp.partition, expected, end)
-            if out.metrics is not None:
-                out.metrics.state_size.set(units.state_bytes)
+            out.metrics.state(units.state_bytes)
         caught_up.append(tp.partition)
     if not caught_up or gaps.sources_checked >= since:
         return
