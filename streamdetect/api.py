@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from streamdetect.engine import ProgressFactory, Report, checks_to_run, needs_table, run_checks
+from streamdetect.check_plan import plan_checks
+from streamdetect.engine import ProgressFactory, Report, run_checks
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology as _load_topology
 from streamdetect.model.topology import Topology
@@ -37,11 +38,11 @@ def check(
     progress: ProgressFactory | None = None,
 ) -> Report:
     """Run the topology's checks. ``views`` defaults to the rows its sources name."""
-    names = checks_to_run(topology, checks)
+    plan = plan_checks(topology, checks, k=k, max_level=max_level)
     table = None
     frames: Mapping[str, pl.DataFrame]
     if views is None:
-        frames, table = load_data(topology, with_table=needs_table(topology, names))
+        frames, table = load_data(topology, with_table=plan.needs_table)
     else:
         frames = views
-    return run_checks(topology, frames, table=table, checks=names, k=k, max_level=max_level, progress=progress)
+    return run_checks(topology, frames, table=table, k=k, max_level=max_level, progress=progress, plan=plan)

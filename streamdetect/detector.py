@@ -18,16 +18,15 @@ from :mod:`streamdetect.checks.registry`; nothing here switches on check names.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
+from streamdetect.check_plan import SNAPSHOT_VERSION, CheckPlan, plan_checks
 from streamdetect.checks.findings import Delta
 from streamdetect.checks.protocol import Check, CheckSummary, KeepsRows, ProgressFactory
-from streamdetect.checks.registry import REGISTRY
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
 from streamdetect.model.batch import Batch
 from streamdetect.model.codecs import frame_from_text, frame_to_text
@@ -40,66 +39,6 @@ WINDOW_KEY = "window"
 INPUTS_KEY = "inputs"
 #: What a check that reads the private table lacks until a batch of it arrives.
 NO_TABLE = "no row of the private table has arrived"
-#: Version of the snapshot envelope (each check's state carries its own version inside).
-SNAPSHOT_VERSION = 1
-
-
-def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
-    """The checks a run performs: those asked for, else those the topology lists.
-
-    Raises :class:`TopologyError` for an unknown check, or when a check that ties identifiers to
-    sensitive values is asked for on a table that declares no identifier.
-    """
-    names = list(checks) if checks else [config.name for config in topology.checks]
-    unknown = [name for name in names if name not in REGISTRY]
-    if unknown:
-        raise TopologyError(f"unknown check(s) {', '.join(unknown)}; this version runs {', '.join(REGISTRY)}")
-    needing = [name for name in names if REGISTRY[name].needs_identifiers]
-    if needing and not topology.table.identifiers:
-        raise TopologyError(
-            f"the {' and '.join(needing)} check(s) need at least one identifier attribute",
-            file=topology.path,
-            key="table.identifiers",
-        )
-    grouping = [name for name in names if REGISTRY[name].needs_quasi_identifiers]
-    if grouping and not topology.table.quasi_identifiers:
-        raise TopologyError(
-            f"the {' and '.join(grouping)} check(s) need at least one quasi-identifier attribute",
-            file=topology.path,
-            key="table.quasi_identifiers",
-        )
-    return names
-
-
-def table_readers(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
-    """The checks of a run (:func:`checks_to_run`) that read the private table's rows."""
-    return [
-        name
-        for name in checks_to_run(topology, checks)
-        if REGISTRY[name].build(topology, None, None).properties.needs_table
-    ]
-
-
-def fingerprint(topology: Topology, checks: Mapping[str, Check[Any, Any]], max_level: int | None) -> str:
-    """A hash of everything a state depends on: schema, views, checks and thresholds, closure bound."""
-    table = topology.table
-    document = {
-        "snapshot": SNAPSHOT_VERSION,
-        "table": {
-            "attributes": list(table.attributes),
-            "identifiers": list(table.identifiers),
-            "sensitive": list(table.sensitive),
-            "functional_dependencies": [str(fd) for fd in table.functional_dependencies],
-            "types": dict(table.types),
-        },
-        "views": [[view.name, list(view.attributes), view.where_text] for view in topology.views],
-        "checks": [[name, check.k] for name, check in checks.items()],
-        "max_level": max_level,
-    }
-    if topology.window is not None:  # absent otherwise: states kept without a window keep their fingerprint
-        document["window"] = topology.window
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 class Detector:
@@ -116,15 +55,16 @@ class Detector:
         *,
         k: int | None = None,
         max_level: int | None = None,
+        plan: CheckPlan | None = None,
     ) -> None:
         self.topology = topology
-        self.checks: dict[str, Check[Any, Any]] = {
-            name: REGISTRY[name].build(topology, k, max_level) for name in checks_to_run(topology, checks)
-        }
+        #: The run's checks, built once (:mod:`streamdetect.check_plan`; given, or planned from the rest).
+        self.plan = plan if plan is not None else plan_checks(topology, checks, k=k, max_level=max_level)
+        self.checks: dict[str, Check[Any, Any]] = dict(self.plan.checks)
         self.states: dict[str, Any] = {name: check.initialize() for name, check in self.checks.items()}
-        self.fingerprint = fingerprint(topology, self.checks, max_level)
+        self.fingerprint = self.plan.fingerprint
         #: The checks that refuse withdrawn rows (a window withdraws the rows that leave it).
-        self.unwithdrawable = [name for name, check in self.checks.items() if not check.properties.retractions]
+        self.unwithdrawable = list(self.plan.unwithdrawable)
         self.window: Window | None = None
         if topology.window is not None:
             if self.unwithdrawable:

@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 import polars as pl
 
+from streamdetect.check_plan import CheckPlan, checks_to_run, plan_checks
 from streamdetect.checks.findings import Finding
 from streamdetect.checks.protocol import CheckSummary, ProgressFactory, Withholds
-from streamdetect.checks.registry import CHECKS, REGISTRY
-from streamdetect.detector import Detector, checks_to_run
-from streamdetect.errors import StreamdetectError, TopologyError
+from streamdetect.checks.registry import CHECKS
+from streamdetect.detector import Detector
+from streamdetect.errors import StreamdetectError
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
@@ -38,11 +39,11 @@ __all__ = [
 FailOn = Literal["any", "certain"]
 
 
-#: Checks that read the private table whatever the topology (publisher-side).
 def needs_table(topology: Topology, checks: Sequence[str]) -> bool:
     """Whether the run reads the private table: some check's properties say so (the publisher-side checks,
-    k-anonymity checked conservatively because of effective functional dependencies)."""
-    return any(REGISTRY[name].build(topology, None, None).properties.needs_table for name in checks)
+    k-anonymity checked conservatively because of effective functional dependencies). A run that plans
+    its checks once reads :attr:`CheckPlan.needs_table` instead."""
+    return plan_checks(topology, checks).needs_table
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def run_checks(
     max_level: int | None = None,
     progress: ProgressFactory | None = None,
     impact: bool = False,
+    plan: CheckPlan | None = None,
 ) -> Report:
     """Run ``checks`` (default: those the topology lists) over the views' rows.
 
@@ -155,14 +157,14 @@ def run_checks(
     ``k`` overrides every check's threshold; ``progress(name, total)`` returns a callback
     ``(done, total)`` for a progress bar. ``impact``: also compute, per view, the findings that
     withholding it would clear, exactly (the linkage check reuses its state: the channels without the
-    view are the closure of the others; the other checks are rerun without it).
+    view are the closure of the others; the other checks are rerun without it). ``plan``: the checks
+    planned already (:func:`~streamdetect.check_plan.plan_checks`), else planned here from ``checks``,
+    ``k`` and ``max_level``.
     """
-    detector = Detector(topology, checks, k=k, max_level=max_level)
-    for name, check in detector.checks.items():
-        if check.properties.needs_table and table is None:
-            why = check.properties.table_reason
-            problem = f"the {name} check needs the private table's rows{f' ({why})' if why else ''}: set table.source"
-            raise TopologyError(problem, file=topology.path, key="table.source")
+    detector = Detector(topology, checks, k=k, max_level=max_level, plan=plan)
+    refusal = detector.plan.table_refusal() if table is None else None
+    if refusal is not None:
+        raise refusal
     # From empty states, one update raises every finding of the result, in report order.
     deltas = detector.update_each(Batch(views=views, table=table), progress)
     findings: list[Finding] = [f for delta in deltas.values() for f in delta.raised]

@@ -33,12 +33,8 @@ from functools import cached_property
 
 import polars as pl
 
-from streamdetect.checks.registry import REGISTRY
-from streamdetect.detector import checks_to_run
+from streamdetect.check_plan import plan_checks
 from streamdetect.model.topology import Topology
-
-#: The partition unit of a check whose state is split by identifier value (``CheckProperties.partition``).
-BY_IDENTIFIER_VALUE = "identifier value"
 
 
 @dataclass(frozen=True)
@@ -100,7 +96,7 @@ class Plan:
 
     @cached_property
     def _whole_reads_table(self) -> bool:
-        return any(REGISTRY[name].build(self.topology, None, None).properties.needs_table for name in self.whole)
+        return bool(self.whole) and plan_checks(self.topology, self.whole).needs_table
 
     def reads_table(self, unit: Unit) -> bool:
         """Whether the unit runs a check that reads the private table (only the whole unit can: the split
@@ -129,11 +125,8 @@ def plan(topology: Topology, partitions: int, checks: Sequence[str] | None = Non
     Raises :class:`~streamdetect.errors.TopologyError` as the Detector does for unknown checks."""
     if partitions < 1:
         raise ValueError("partitions must be at least 1")
-    names = checks_to_run(topology, checks)
-    split = tuple(
-        name for name in names if REGISTRY[name].build(topology, None, None).properties.partition == BY_IDENTIFIER_VALUE
-    )
-    whole = tuple(name for name in names if name not in split)
+    planned = plan_checks(topology, checks)
+    split, whole = planned.split, planned.whole
     return Plan(topology, partitions, split, whole)
 
 

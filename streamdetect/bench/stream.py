@@ -24,7 +24,7 @@ import polars as pl
 import yaml
 
 import streamdetect
-from streamdetect.detector import table_readers
+from streamdetect.check_plan import table_readers
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.topology import Topology

@@ -173,14 +173,11 @@ class KAnonymity:
 
     @property
     def properties(self) -> CheckProperties:
-        """Needs the table and is conservative only for the FD method of section 7; incremental for the
-        join-based method."""
+        """Needs the table for the FD method of section 7 (conservative: its findings say so)."""
         method = self.method
         reads_table = isinstance(method, RecomputedCheck) and method.needs_table
         return CheckProperties(
             needs_table=reads_table,
-            exact=not reads_table,
-            incremental=isinstance(method, AssociationCoverCheck),
             retractions=True,
             table_reason="with effective functional dependencies it is checked conservatively against the table"
             if reads_table

@@ -28,16 +28,13 @@ ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
 class CheckProperties:
     """What a check needs and promises (ARX's privacy criteria declare theirs the same way).
 
-    ``needs_table``: reads the private table's rows (publisher-side); ``exact``: its findings are exact
-    (else conservative: never misses, may over-report); ``incremental``: an update costs the batch (else
-    it recomputes from the rows it keeps); ``retractions``: accepts withdrawn rows; ``partition``: the unit
-    its state may be split by across workers (``"identifier value"``: the rows of the views holding an
-    identifier routed by its value, the other views' rows to every piece; ``"none"``: one piece).
+    ``needs_table``: reads the private table's rows (publisher-side); ``retractions``: accepts withdrawn
+    rows; ``partition``: the unit its state may be split by across workers (``"identifier value"``: the
+    rows of the views holding an identifier routed by its value, the other views' rows to every piece;
+    ``"none"``: one piece). Whether a finding is exact is the finding's to say (``certain``).
     """
 
     needs_table: bool
-    exact: bool
-    incremental: bool
     retractions: bool = False
     partition: str = "none"
     #: Why it reads the private table, when that depends on the topology (for the error without one).

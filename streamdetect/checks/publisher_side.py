@@ -50,10 +50,8 @@ class PublisherSide:
 
     @property
     def properties(self) -> CheckProperties:
-        """SIND is exact unless a selection mentions a private attribute; RSIND is a heuristic."""
-        check = self.check
-        exact = isinstance(check, SindCheck) and all(check.exact_for(p) for p in check.sensitive)
-        return CheckProperties(needs_table=True, exact=exact, incremental=False, retractions=True)
+        """Reads the table, takes withdrawals."""
+        return CheckProperties(needs_table=True, retractions=True)
 
     def validate(self, state: SindState, batch: Batch) -> str | None:
         """A withdrawn table row that is not kept, or rows whose public values repeat (SIND) (withdrawn view

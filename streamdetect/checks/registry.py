@@ -10,7 +10,7 @@ check and none of the libraries the checks compute with.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import EntryPoint
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from streamdetect.checks.explanations import Explain
     from streamdetect.checks.presentation import Render
     from streamdetect.checks.protocol import Check
-    from streamdetect.model.topology import Topology
+    from streamdetect.model.topology import TableSchema, Topology
 
 #: ``build(topology, k, max_level)``: the check as the topology configures it, ``k`` overriding.
 Build = Callable[["Topology", int | None, int | None], "Check[Any, Any]"]
@@ -118,6 +118,31 @@ REGISTRY: Mapping[str, Registration] = {
         threshold="l",
     ),
 }
+
+
+def unmet_needs(table: TableSchema, names: Sequence[str]) -> list[tuple[str, str]]:
+    """What the checks ``names`` need of the table's roles and it does not declare, as (key, problem): the
+    one rule the topology loader and a run's plan both apply."""
+    problems = []
+    needing = [name for name in names if REGISTRY[name].needs_identifiers]
+    if needing and not table.identifiers:
+        free = [
+            name for name, entry in REGISTRY.items() if not (entry.needs_identifiers or entry.needs_quasi_identifiers)
+        ]
+        alone = f" ({' and '.join(free)} alone need none)" if free else ""
+        problems.append(
+            ("table.identifiers", f"at least one attribute is needed by the {' and '.join(needing)} check(s){alone}")
+        )
+    grouping = [name for name in names if REGISTRY[name].needs_quasi_identifiers]
+    if grouping and not table.quasi_identifiers:
+        problems.append(
+            (
+                "table.quasi_identifiers",
+                f"at least one attribute is needed by the {' and '.join(grouping)} check(s): they group rows by them",
+            )
+        )
+    return problems
+
 
 #: The checks' names, in report order.
 CHECKS: tuple[str, ...] = tuple(REGISTRY)

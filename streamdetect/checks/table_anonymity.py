@@ -162,12 +162,10 @@ class TableAnonymity:
 
     @property
     def properties(self) -> CheckProperties:
-        """Exact, incremental, takes withdrawals; reads the table's rows when the topology has them."""
+        """Takes withdrawals; reads the table's rows when the topology has them."""
         source = self.topology.table.source is not None
         return CheckProperties(
             needs_table=source,
-            exact=True,
-            incremental=True,
             retractions=True,
             table_reason="its groups are checked as well as the views'" if source else "",
         )

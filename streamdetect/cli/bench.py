@@ -276,7 +276,7 @@ def _inputs(
 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
     """The views' rows and, when fed, the private table's: by default when a check run reads the table
     (it needs ``table.source`` then)."""
-    from streamdetect.detector import table_readers
+    from streamdetect.check_plan import table_readers
     from streamdetect.io.sources import load_data
 
     wanted = bool(table_readers(model, checks)) if feed_table is None else feed_table

@@ -94,20 +94,21 @@ def check(
     """Check TOPOLOGY's views: exit 0 when nothing fails the run, 1 when something does, 2 on bad input."""
     from rich.console import Console
 
-    from streamdetect.engine import checks_to_run, needs_table, run_checks
+    from streamdetect.check_plan import plan_checks
+    from streamdetect.engine import run_checks
     from streamdetect.io.sources import load_data
     from streamdetect.io.topology_file import load_topology
     from streamdetect.reporting.baseline import accepted_ids
     from streamdetect.reporting.console import progress_bars
 
     model = load_topology(topology)
-    names = checks_to_run(model, checks or None)
+    plan = plan_checks(model, checks or None, k=k, max_level=max_level)
     accepted = accepted_ids(baseline) if baseline is not None else frozenset()
-    views, table = load_data(model, with_table=needs_table(model, names))
+    views, table = load_data(model, with_table=plan.needs_table)
     err = Console(stderr=True)
     with progress_bars(err) as progress:
         report = run_checks(
-            model, views, table=table, checks=names, k=k, max_level=max_level, progress=progress, impact=impact
+            model, views, table=table, k=k, max_level=max_level, progress=progress, impact=impact, plan=plan
         )
     report = replace(report, accepted=accepted)
     _emit(report, "json" if as_json else output_format, output, limit, fail_on)

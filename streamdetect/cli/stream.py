@@ -67,7 +67,7 @@ def publish(
     table's rows into the table's topic, for the checks that read it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from streamdetect.detector import table_readers
+    from streamdetect.check_plan import table_readers
     from streamdetect.io.sources import load_data
     from streamdetect.io.topology_file import load_topology
     from streamdetect.stream.publish import publish as send

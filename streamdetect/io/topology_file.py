@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from streamdetect.checks.registry import REGISTRY
+from streamdetect.checks.registry import REGISTRY, unmet_needs
 from streamdetect.errors import PredicateError, TopologyError
 from streamdetect.model.hierarchies import Hierarchy, intervals, mapping, mask
 from streamdetect.model.limits import MAX_K
@@ -340,19 +340,8 @@ def load_topology(path: str | Path) -> Topology:
     table = _table(ctx, document["table"])
     views = _views(ctx, document["views"], table)
     checks = _checks(ctx, document.get("checks"))
-    needing = [config.name for config in checks if REGISTRY[config.name].needs_identifiers]
-    if needing and not table.identifiers:
-        raise ctx.fail(
-            "table.identifiers",
-            f"at least one attribute is needed by the {' and '.join(needing)} check(s) "
-            "(sind and rsind alone need none)",
-        )
-    grouping = [config.name for config in checks if REGISTRY[config.name].needs_quasi_identifiers]
-    if grouping and not table.quasi_identifiers:
-        raise ctx.fail(
-            "table.quasi_identifiers",
-            f"at least one attribute is needed by the {' and '.join(grouping)} check(s): they group rows by them",
-        )
+    for key, problem in unmet_needs(table, [config.name for config in checks]):
+        raise ctx.fail(key, problem)
     name = ctx.text(document.get("name", ctx.path.stem), "name")
     window = _window(ctx, document["window"]) if document.get("window") is not None else None
     raw = document.get("fragmentation")

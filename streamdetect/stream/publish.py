@@ -27,7 +27,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import KafkaError, SaslAuthenticationFailedError, TopicAlreadyExistsError
 
-from streamdetect.detector import table_readers
+from streamdetect.check_plan import table_readers
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import (

@@ -14,7 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from streamdetect.detector import NO_TABLE, Detector, table_readers
+from streamdetect.check_plan import table_readers
+from streamdetect.detector import NO_TABLE, Detector
 from streamdetect.engine import EXIT_INCOMPLETE, Report
 from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data

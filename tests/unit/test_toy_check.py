@@ -66,7 +66,7 @@ class ThinViews:
     topology: Topology
     k_override: int | None = None
     name = TOY
-    properties = CheckProperties(needs_table=False, exact=True, incremental=True)
+    properties = CheckProperties(needs_table=False)
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> ThinViews:

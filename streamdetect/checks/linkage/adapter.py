@@ -29,9 +29,7 @@ class Linkage:
 
     check: LinkageCheck
     name = "linkage"
-    properties = CheckProperties(
-        needs_table=False, exact=True, incremental=True, retractions=True, partition="identifier value"
-    )
+    properties = CheckProperties(needs_table=False, retractions=True, partition="identifier value")
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> Linkage:

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import faust
 
+from streamdetect.check_plan import checks_to_run, table_readers
 from streamdetect.checks.registry import REGISTRY
-from streamdetect.detector import Detector, checks_to_run, table_readers
+from streamdetect.detector import Detector
 from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
