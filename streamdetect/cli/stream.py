@@ -11,7 +11,7 @@ import click
 
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.errors import TopologyError
-from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S, WorkerSettings
 
 if TYPE_CHECKING:
     from streamdetect.model.topology import Topology
@@ -234,26 +234,27 @@ def worker(
     from streamdetect.io.topology_file import load_topology
     from streamdetect.stream.metrics import WorkerMetrics
     from streamdetect.stream.publish import prepare_worker_topics
+    from streamdetect.stream.security import from_environment
     from streamdetect.stream.worker import app_id, build_app, run_worker
 
     model = load_topology(topology)
     directory = datadir or cache_dir() / "worker" / app_id(model)
     directory.mkdir(parents=True, exist_ok=True)
     metrics = WorkerMetrics()
-    app = build_app(  # checks the options against the topology before anything is created on the broker
-        model,
+    settings = WorkerSettings(
         bootstrap,
-        datadir=directory,
+        directory,
+        from_environment(),
         partitions=partitions,
         store=store,
         web_port=web_port,
-        metrics=metrics,
         session_timeout_s=session_timeout,
         universal_rows=universal_rows,
         coalesce=coalesce,
         compact_bytes=compact_bytes or None,
         replay_retention_s=replay_retention,
     )
+    app = build_app(model, settings, metrics)  # checks the settings before anything is created on the broker
     prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
     problems = _topic_problems(model, bootstrap)
     metrics.topics([(kind, setting) for kind, setting, _ in problems], ("findings", "dead-letters"))

@@ -31,7 +31,6 @@ from streamdetect.check_plan import table_readers
 from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.records import (
-    DEFAULT_MAX_BYTES,
     FINDINGS_MAX_BYTES,
     TABLE_LABEL,
     Carried,
@@ -41,6 +40,7 @@ from streamdetect.stream.records import (
     encode_publication,
 )
 from streamdetect.stream.security import from_environment
+from streamdetect.stream.settings import DEFAULT_MAX_BYTES
 from streamdetect.stream.topics import (
     dead_letter_topic,
     findings_topic,

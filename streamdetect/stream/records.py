@@ -36,6 +36,7 @@ import polars as pl
 from streamdetect.errors import PredicateError
 from streamdetect.io.sources import DTYPES, ISO_DATE, row_condition
 from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.stream.settings import DEFAULT_MAX_BYTES
 
 Format = Literal["arrow", "json"]
 Op = Literal["add", "retract"]
@@ -46,8 +47,6 @@ HEADER_OP = "streamdetect-op"
 HEADER_BATCH = "streamdetect-batch"
 HEADER_PUBLISHED = "streamdetect-published"
 HEADER_CONTENT = "content-type"
-#: Kafka's default largest record (``message.max.bytes``) is about 1 MB.
-DEFAULT_MAX_BYTES = 1_000_000
 #: The findings topic's largest record (its ``max.message.bytes``, set when streamdetect creates it): a
 #: SIND class lists its members, thousands of public tuples (BP: 41,699 in eight findings, about 1 MB each).
 FINDINGS_MAX_BYTES = 16 << 20

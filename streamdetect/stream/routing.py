@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import (
-    DEFAULT_MAX_BYTES,
     HEADER_TABLE,
     HEADER_VIEW,
     DeadLetter,
@@ -31,7 +30,7 @@ from streamdetect.stream.records import (
     decode_record,
 )
 from streamdetect.stream.service import DetectorService, Outcome
-from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.settings import COMPACT_BYTES, DEFAULT_MAX_BYTES, REPLAY_RETENTION_S
 from streamdetect.stream.state_log import Source
 
 #: A routed record is a view record stage one has read: no reason to refuse it for its size again.

@@ -26,14 +26,13 @@ from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.events import finding_events, status_events
 from streamdetect.stream.records import (
-    DEFAULT_MAX_BYTES,
     DeadLetter,
     Publication,
     Topic,
     decode_record,
     universal_records,
 )
-from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.settings import COMPACT_BYTES, DEFAULT_MAX_BYTES, REPLAY_RETENTION_S
 from streamdetect.stream.state_log import (
     APPLIED_KEY,
     APPLIED_PREFIX,

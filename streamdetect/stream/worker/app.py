@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from pathlib import Path
 
 import faust
 
@@ -39,12 +37,11 @@ from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import plan
 from streamdetect.relational.universal_stream import UniversalStream
-from streamdetect.stream.records import DEFAULT_MAX_BYTES, FINDINGS_MAX_BYTES
+from streamdetect.stream.records import FINDINGS_MAX_BYTES
 from streamdetect.stream.routing import Units
-from streamdetect.stream.security import from_environment
 from streamdetect.stream.sensor import WorkerSensor
 from streamdetect.stream.service import DetectorService
-from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S
+from streamdetect.stream.settings import WorkerSettings
 from streamdetect.stream.worker.one_stage import one_stage
 from streamdetect.stream.worker.outputs import (
     BATCH_BYTES,
@@ -70,55 +67,25 @@ def state_table(partitions: int) -> str:
     return "state" if partitions == 1 else "units"
 
 
-def build_app(
-    topology: Topology,
-    bootstrap: str,
-    *,
-    datadir: Path,
-    partitions: int = 1,
-    checks: Sequence[str] | None = None,
-    store: str = "memory://",
-    web_port: int | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    metrics: WorkerSensor | None = None,
-    session_timeout_s: float = 30.0,
-    universal_rows: int = 0,
-    coalesce: int = 32,
-    coalesce_wait_s: float = 0.01,
-    compact_bytes: int | None = COMPACT_BYTES,
-    replay_retention_s: float | None = REPLAY_RETENTION_S,
-) -> faust.App:
-    """The worker's Faust application for ``topology`` on the brokers ``bootstrap`` (host:port, comma
-    separated), in the shape ``partitions`` gives (module docstring). Faust's web server binds 127.0.0.1
-    only, and only when ``web_port`` is given: two workers on one host would otherwise both take port
-    6066. ``metrics`` counts what every record led to (a :class:`~streamdetect.stream.metrics.WorkerMetrics`,
-    served by the caller; None: the silent :class:`~streamdetect.stream.sensor.WorkerSensor`).
-    ``session_timeout_s``: how long the group waits for a silent worker before its partitions go to the
-    others (a killed worker's partitions wait that long). ``universal_rows``: with more than zero, the
-    universal-relation stream is written to its topic, at most that many tuples per channel (per unit
-    with several partitions); it follows the closure of a check that keeps the views' rows (a
-    registration's ``keeps_rows``), so the topology must run one.
-    ``coalesce``: at most that many records taken together (those already waiting, or arriving within
-    ``coalesce_wait_s`` of the end of the previous update: Faust's ``take_events`` waits that long
-    whenever fewer are waiting, so it is idle time on every update of a backlog) and folded in as few
-    Detector updates as their order allows (:meth:`DetectorService.handle_many`): a worker with a
-    backlog folds bigger batches, which cost far less per row; a quiet stream is folded record by record
-    after at most ``coalesce_wait_s``. ``compact_bytes``: a unit's state entries are replaced by a
-    snapshot once that many bytes were written since the last one (:class:`DetectorService`), so the
-    compacted changelog, and a replacement worker's restore, stay bounded by about twice the state;
-    ``replay_retention_s``: how long a folded batch id is remembered past a snapshot (a record redelivered
-    later is folded again)."""
-    security = from_environment()
+def build_app(topology: Topology, settings: WorkerSettings, metrics: WorkerSensor | None = None) -> faust.App:
+    """The worker's Faust application for ``topology``, run as ``settings`` say (:class:`WorkerSettings`),
+    in the shape their partitions give (module docstring). ``metrics`` counts what every record led to (a
+    :class:`~streamdetect.stream.metrics.WorkerMetrics`, served by the caller; None: the silent
+    :class:`~streamdetect.stream.sensor.WorkerSensor`). The universal-relation stream follows the closure
+    of a check that keeps the views' rows (a registration's ``keeps_rows``), so the topology must run one.
+    Checks the settings against the topology before anything is created on the broker."""
+    partitions, checks, max_bytes = settings.partitions, settings.checks, settings.max_bytes
+    universal_rows, bootstrap = settings.universal_rows, settings.bootstrap
     brokers = [f"kafka://{address.strip()}" for address in bootstrap.split(",") if address.strip()]
     app = faust.App(
         app_id(topology),
         broker=brokers,
-        broker_credentials=security.faust_credentials(),
-        store=store,
-        datadir=str(datadir),
-        web_enabled=web_port is not None,
+        broker_credentials=settings.security.faust_credentials(),
+        store=settings.store,
+        datadir=str(settings.datadir),
+        web_enabled=settings.web_port is not None,
         web_host="127.0.0.1",
-        web_port=web_port or 6066,
+        web_port=settings.web_port or 6066,
         topic_partitions=partitions,
         consumer_auto_offset_reset="earliest",
         # No standby copies of the state: measured here, a standby's changelog records could stall Faust's
@@ -126,8 +93,8 @@ def build_app(
         # describes). A worker taking a partition over reads its changelog from the start instead, as the
         # memory store does after any restart.
         table_standby_replicas=0,
-        broker_session_timeout=session_timeout_s,
-        broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
         producer_acks=-1,
         # Finding events can be large (a SIND class lists its members): up to the findings topic's limit.
         producer_max_request_size=max(max_bytes, FINDINGS_MAX_BYTES) + 64 * 1024,
@@ -152,19 +119,27 @@ def build_app(
             checks,
             max_bytes,
             universal=universal,
-            compact_bytes=compact_bytes,
-            replay_retention_s=replay_retention_s,
+            compact_bytes=settings.compact_bytes,
+            replay_retention_s=settings.replay_retention_s,
             defer_compaction=True,  # snapshots in idle time (one_stage), not on the records' path
         )
-        one_stage(app, topology, out, service, coalesce=coalesce, wait_s=coalesce_wait_s, bootstrap=bootstrap)
+        one_stage(
+            app,
+            topology,
+            out,
+            service,
+            coalesce=settings.coalesce,
+            wait_s=settings.coalesce_wait_s,
+            bootstrap=bootstrap,
+        )
         examined = service.detector
     else:
         units = Units(
             plan(topology, partitions, checks),
             out.entries,
             universal_rows,
-            compact_bytes=compact_bytes,
-            replay_retention_s=replay_retention_s,
+            compact_bytes=settings.compact_bytes,
+            replay_retention_s=settings.replay_retention_s,
         )
         two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
         examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together

@@ -94,7 +94,7 @@ def two_stages(
             return
         async with folding:
             try:
-                await catch_up_tails(app, out, units, gaps, since=folded_at[0])
+                await settle_route_tails(app, out, units, gaps, since=folded_at[0])
             except StateError as refused:
                 out.refuse(refused)
 
@@ -153,7 +153,7 @@ async def fold_routed(app: faust.App, out: Outputs, units: Units, event: faust.E
     return True
 
 
-async def catch_up_tails(app: faust.App, out: Outputs, units: Units, gaps: Gaps, *, since: float) -> None:
+async def settle_route_tails(app: faust.App, out: Outputs, units: Units, gaps: Gaps, *, since: float) -> None:
     """For each route partition assigned here: fold the records between the offset its units expect
     next and the partition's end, when the consumer is known to have the end (its highwater). Then, once
     after each spell of folding (``since``: when the last fold ended), for each partition whose route
