@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.table_anonymity import TableAnonymity
+from streamdetect.checks.table.anonymity import TableAnonymity
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 

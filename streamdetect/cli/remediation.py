@@ -474,7 +474,7 @@ def anonymize(topology: Path, k: int, algorithm: str, out: Path, as_json: bool) 
 def _recheck(model: Topology, result: pl.DataFrame, quasi: list[str], k: int, algorithm: str) -> None:
     """Never write what the checks would flag: table-k-anonymity on the result finds nothing, and
     K-MSD-AG kept every FD among the quasi-identifiers that held before."""
-    from streamdetect.checks.table_anonymity import TableAnonymity
+    from streamdetect.checks.table.anonymity import TableAnonymity
     from streamdetect.model.batch import Batch
     from streamdetect.relational.dependencies import functional
 

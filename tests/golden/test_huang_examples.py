@@ -10,7 +10,7 @@ import polars as pl
 from click.testing import CliRunner
 
 import streamdetect
-from streamdetect.checks.table_anonymity import TableAnonymity
+from streamdetect.checks.table.anonymity import TableAnonymity
 from streamdetect.cli.main import cli
 from streamdetect.model.batch import Batch
 from streamdetect.relational.dependencies import functional, k_multiset

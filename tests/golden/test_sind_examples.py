@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamdetect
-from streamdetect.checks.indistinguishability import SindCheck
+from streamdetect.checks.indistinguishability.sind import SindCheck
 from streamdetect.io.sources import load_data
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

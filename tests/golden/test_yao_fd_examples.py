@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamdetect
-from streamdetect.checks.functional_dependencies import effective_dependencies
+from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

@@ -14,7 +14,7 @@ import polars as pl
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.association_covers import AssociationCoverCheck, AssociationCoverState
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.linkage import LinkageCheck
 from streamdetect.model.topology import ViewDefinition
 from tests.reference import association_cover_reference, instances

@@ -10,8 +10,8 @@ import polars as pl
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.conservative_covers import ConservativeCoverCheck
-from streamdetect.checks.functional_dependencies import effective_dependencies
+from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
+from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 from tests.reference import association_cover_reference, satisfies
 from tests.registered import k_anonymity_covers

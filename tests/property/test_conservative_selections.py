@@ -11,7 +11,7 @@ import polars as pl
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.conservative_covers import ConservativeCoverCheck
+from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
 from streamdetect.model.predicates import Comparison, Membership, Predicate, evaluate
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 from tests.reference import satisfies

@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.key_covers import key_covers, key_path
+from streamdetect.checks.k_anonymity.key_covers import key_covers, key_path
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 from tests.reference import association_cover_reference
 from tests.registered import k_anonymity_covers

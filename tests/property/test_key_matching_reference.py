@@ -10,7 +10,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
+from streamdetect.checks.k_anonymity.key_matching import KeyMatchingCoverCheck, matching_subcase
 from streamdetect.model.predicates import And, Comparison, Or, Predicate, evaluate
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 from tests.registered import k_anonymity_covers

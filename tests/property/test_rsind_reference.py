@@ -12,7 +12,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.restricted_indistinguishability import RsindCheck
+from streamdetect.checks.indistinguishability.rsind import RsindCheck
 from streamdetect.model.predicates import Comparison, Membership, Or, Predicate
 from streamdetect.model.topology import ViewDefinition
 from tests.property.test_sind_reference import DOMAIN, _holds, tables

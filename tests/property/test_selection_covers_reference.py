@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.selection_covers import SelectionCoverCheck
+from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.model.predicates import And, Comparison, Membership, Not, Or, Predicate, attributes_of, evaluate
 from streamdetect.model.topology import ViewDefinition
 from tests.registered import k_anonymity_covers

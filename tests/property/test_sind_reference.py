@@ -18,7 +18,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.indistinguishability import SindCheck
+from streamdetect.checks.indistinguishability.sind import SindCheck
 from streamdetect.model.predicates import And, Comparison, Membership, Or, Predicate
 from streamdetect.model.topology import ViewDefinition
 from tests.reference import sind_reference

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycanon import anonymity
 
-from streamdetect.checks.table_anonymity import TableAnonymity
+from streamdetect.checks.table.anonymity import TableAnonymity
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 

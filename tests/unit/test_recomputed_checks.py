@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamdetect
-from streamdetect.checks.k_anonymity import KAnonymity, k_anonymity_check
-from streamdetect.checks.recomputed import RecomputedCheck, RowsState
-from streamdetect.checks.selection_covers import SelectionCoverCheck
+from streamdetect.checks.k_anonymity.adapter import KAnonymity, k_anonymity_check
+from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
+from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.io.sources import load_data
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

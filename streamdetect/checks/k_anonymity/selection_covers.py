@@ -34,8 +34,8 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.association_covers import minimal_covers
 from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.k_anonymity.association_covers import minimal_covers
 from streamdetect.model.predicates import Predicate, attributes_of, evaluate, literals_of
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.linked_values import linked_values

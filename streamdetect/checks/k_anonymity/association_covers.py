@@ -32,7 +32,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
-from streamdetect.checks.functional_dependencies import effective_dependencies
+from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
@@ -95,7 +95,7 @@ class AssociationCoverCheck:
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> AssociationCoverCheck:
         """The join-based check for the topology; refuses the subcases it does not decide exactly
-        (selections, effective FDs), which :func:`streamdetect.checks.k_anonymity.k_anonymity_check`
+        (selections, effective FDs), which :func:`streamdetect.checks.k_anonymity.adapter.k_anonymity_check`
         sends to the other methods."""
         for i, view in enumerate(topology.views):
             if view.where is not None:

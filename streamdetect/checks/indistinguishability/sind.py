@@ -21,7 +21,7 @@ Other sensitive attributes are not swapped along with P: in a view they act like
 
 Findings: a class smaller than k, or a class of k or more whose members can take only one private
 value (indistinguishable but certain). The latter is decided over all views together, as an
-instance-existence question (Theorem 1: NP-hard), by SAT (:mod:`streamdetect.checks.private_values`):
+instance-existence question (Theorem 1: NP-hard), by SAT (:mod:`.private_values`):
 only classes whose members all hold one current value are asked (members of a SIND class can swap, so
 two current values in a class already give each member two possible values), one SAT call per class on
 the component of its first member. A tuple that no view constrains can take a value no view shows, so it
@@ -43,7 +43,12 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, SindFinding, diff, member_text
-from streamdetect.checks.private_values import MAX_COMPONENT, MAX_PAIRS, CertaintyOracle, build_oracle
+from streamdetect.checks.indistinguishability.private_values import (
+    MAX_COMPONENT,
+    MAX_PAIRS,
+    CertaintyOracle,
+    build_oracle,
+)
 from streamdetect.errors import TopologyError
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.predicates import literals_of, to_polars

@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
-from streamdetect.checks.selection_covers import representatives
+from streamdetect.checks.k_anonymity.selection_covers import representatives
 from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import Predicate, evaluate, literals_of
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition

@@ -1,7 +1,7 @@
 """Which k-anonymity method a topology calls for (Yao, Wang & Jajodia 2005), as one check object.
 
 - no effective FD, projection-only: the exact join-based association covers, incremental
-  (:mod:`streamdetect.checks.association_covers`);
+  (:mod:`streamdetect.checks.k_anonymity.association_covers`);
 - no effective FD, selections: the exact cell procedure of Figure 5 (:mod:`.selection_covers`);
 - the identifier is the key with one join path to P (6.3.1): exact (:mod:`.key_covers`);
 - other effective FDs: the conservative complete-signature check of section 7, against the private
@@ -25,18 +25,18 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.checks.association_covers import AssociationCoverCheck, AssociationCoverState, CoverCodes
-from streamdetect.checks.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
-from streamdetect.checks.forcing_views import minimal_forcing_views
-from streamdetect.checks.functional_dependencies import effective_dependencies
-from streamdetect.checks.key_covers import KeyPathCoverCheck, key_path
-from streamdetect.checks.key_matching import KeyMatchingCoverCheck, matching_subcase
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState, CoverCodes
+from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
+from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
+from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
+from streamdetect.checks.k_anonymity.key_covers import KeyPathCoverCheck, key_path
+from streamdetect.checks.k_anonymity.key_matching import KeyMatchingCoverCheck, matching_subcase
+from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
+from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.checks.presentation import Block, Section, Shown, association_cells, values_text
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
-from streamdetect.checks.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.seen_rows import SeenRows
-from streamdetect.checks.selection_covers import SelectionCoverCheck
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 

@@ -20,7 +20,7 @@ import networkx as nx
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
-from streamdetect.checks.selection_covers import satisfiable
+from streamdetect.checks.k_anonymity.selection_covers import satisfiable
 from streamdetect.model.topology import FunctionalDependency, ViewDefinition
 
 

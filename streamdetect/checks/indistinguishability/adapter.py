@@ -1,6 +1,6 @@
 """The publisher-side checks (SIND, RSIND) behind the check protocol: they read the private table.
 
-Their state is the table's rows seen (:class:`~streamdetect.checks.indistinguishability.SindState`); a
+Their state is the table's rows seen (:class:`~streamdetect.checks.indistinguishability.sind.SindState`); a
 batch's view rows do not matter to them (the views are computed from the table by definition), its
 table rows do. Both recompute their partition from the rows per update: a new row can move others'
 classes (SIND's certainty, RSIND's clique partition), so their state is one piece, not partitioned.
@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from streamdetect.checks.findings import Delta, SindFinding, diff, value_text
-from streamdetect.checks.indistinguishability import SindCheck, SindState, appended_after
+from streamdetect.checks.indistinguishability.rsind import RsindCheck
+from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, appended_after
 from streamdetect.checks.presentation import MEMBERS_SHOWN, Block, Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
-from streamdetect.checks.restricted_indistinguishability import RsindCheck
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 

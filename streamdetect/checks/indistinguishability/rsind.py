@@ -25,7 +25,7 @@ import networkx as nx
 import polars as pl
 
 from streamdetect.checks.findings import Delta, RsindFinding, diff
-from streamdetect.checks.indistinguishability import SindState, publisher_settings
+from streamdetect.checks.indistinguishability.sind import SindState, publisher_settings
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
