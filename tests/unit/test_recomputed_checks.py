@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamdetect
-from streamdetect.checks.k_anonymity.adapter import KAnonymity, k_anonymity_check
+from streamdetect.checks.k_anonymity.adapter import KAnonymity
+from streamdetect.checks.k_anonymity.methods import k_anonymity_check
 from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.io.sources import load_data

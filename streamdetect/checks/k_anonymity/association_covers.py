@@ -95,7 +95,7 @@ class AssociationCoverCheck:
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> AssociationCoverCheck:
         """The join-based check for the topology; refuses the subcases it does not decide exactly
-        (selections, effective FDs), which :func:`streamdetect.checks.k_anonymity.adapter.k_anonymity_check`
+        (selections, effective FDs), which :func:`streamdetect.checks.k_anonymity.methods.choose_method`
         sends to the other methods."""
         for i, view in enumerate(topology.views):
             if view.where is not None:

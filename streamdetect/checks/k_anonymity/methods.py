@@ -1,0 +1,310 @@
+"""The k-anonymity methods behind one interface (:class:`Method`), and the choice of the one a topology's
+subcase calls for (:func:`choose_method`; the subcases: :mod:`streamdetect.checks.k_anonymity.adapter`).
+
+:class:`JoinMethod` keeps the association covers incrementally; :class:`RecomputedMethod` keeps the rows
+and recomputes (the cell procedure, key paths, key matching, the conservative covers). Both find, for
+every cover, a minimal set of views that forces it (:mod:`.forcing_views`), by reruns on subsets of the
+views from the rows their state keeps. The check (:class:`~streamdetect.checks.k_anonymity.adapter.KAnonymity`)
+asks its method, never which method it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import polars as pl
+
+from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState, CoverCodes
+from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
+from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
+from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
+from streamdetect.checks.k_anonymity.key_covers import KeyPathCoverCheck, key_path
+from streamdetect.checks.k_anonymity.key_matching import KeyMatchingCoverCheck, matching_subcase
+from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
+from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
+from streamdetect.checks.protocol import ProgressFactory
+from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.model.batch import Batch
+from streamdetect.model.topology import Topology
+
+#: The raw check a method wraps (what :func:`k_anonymity_check` returns).
+KAnonymityCheck = AssociationCoverCheck | RecomputedCheck[AssociationCoverFinding]
+KAnonymityState = AssociationCoverState | RowsState
+CoverKey = tuple[str, Any, str, frozenset[Any]]
+
+
+class Method(Protocol):
+    """What the k-anonymity check asks of its method."""
+
+    @property
+    def check(self) -> KAnonymityCheck:
+        """The method's own check object."""
+        ...
+
+    @property
+    def reads_table(self) -> bool:
+        """Whether it reads the private table's rows."""
+        ...
+
+    def initialize(self) -> Any:
+        """No rows seen."""
+        ...
+
+    def decode(self, data: bytes) -> Any:
+        """A state from its bytes."""
+        ...
+
+    def validate(self, state: Any, batch: Batch) -> str | None:
+        """A withdrawn row that is not published, or None."""
+        ...
+
+    def add(self, state: Any, batch: Batch, progress: ProgressFactory | None) -> None:
+        """Withdraw and add the batch's rows."""
+        ...
+
+    def has_rows(self, state: Any) -> bool:
+        """Whether the state holds any row."""
+        ...
+
+    def rows(self, state: Any) -> Batch:
+        """The state's rows as one batch (to fold into another state)."""
+        ...
+
+    def fresh_covers(
+        self, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None
+    ) -> list[AssociationCoverFinding]:
+        """The covers of a fresh run over these rows."""
+        ...
+
+    def covers(self, state: Any) -> list[AssociationCoverFinding]:
+        """Every minimal cover below k, each with a minimal set of views that forces it."""
+        ...
+
+
+@dataclass(frozen=True)
+class JoinMethod:
+    """The association covers, incremental (projection-only views, no effective functional dependency)."""
+
+    check: AssociationCoverCheck
+    topology: Topology
+    k: int
+    reads_table = False
+
+    def initialize(self) -> AssociationCoverState:
+        return self.check.initialize()
+
+    def decode(self, data: bytes) -> AssociationCoverState:
+        return AssociationCoverState.from_bytes(data)
+
+    def validate(self, state: AssociationCoverState, batch: Batch) -> str | None:
+        attributes = {view.name: view.attributes for view in self.topology.views}
+        return state.seen.check_retractions(batch.retracted, attributes)
+
+    def add(self, state: AssociationCoverState, batch: Batch, progress: ProgressFactory | None) -> None:
+        callback = progress("k-anonymity", len(batch.views)) if progress is not None else None
+        self.check.add(state, batch.views, callback, batch.retracted)
+
+    def has_rows(self, state: AssociationCoverState) -> bool:
+        return any(state.seen.height(name) for name in state.seen.rows)
+
+    def rows(self, state: AssociationCoverState) -> Batch:
+        return Batch(views=state.seen.decoded())
+
+    def fresh_covers(
+        self, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None
+    ) -> list[AssociationCoverFinding]:
+        state = self.check.initialize()
+        mine = {view.name for view in self.check.views}
+        self.check.add(state, {name: frame for name, frame in views.items() if name in mine})
+        return self.check.result(state)
+
+    def covers(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
+        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded."""
+        method = self.check
+        full = method.minimal_cover_codes(state)
+        if not full:
+            return []
+        topology = self.topology
+
+        def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> set[CoverCodes]:
+            narrower = choose_method(restricted(topology, subset, {(e, s) for e, s, _, _ in wanted}), self.k)
+            if not isinstance(narrower, JoinMethod):
+                return set()  # not the same method on fewer views (an FD became effective): not tried
+            present = {name: state.seen.present(name) for name in subset}
+            seen = SeenRows({name: rows for name, rows in present.items() if rows is not None}, state.seen.dictionaries)
+            return set(narrower.check.minimal_cover_codes(narrower.check.recompute(seen)))
+
+        def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
+            return _releasing(topology, key[0], key[1])
+
+        order = [view.name for view in topology.views]
+        hints = {key: frozenset(holders) for key, holders in full.items()}
+        forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=hints)
+        return method.result(state, covers=full, views=forcing)
+
+
+@dataclass(frozen=True)
+class RecomputedMethod:
+    """A method that keeps the rows and recomputes the covers per batch."""
+
+    check: RecomputedCheck[AssociationCoverFinding]
+    topology: Topology
+    k: int
+
+    @property
+    def reads_table(self) -> bool:
+        return self.check.needs_table
+
+    def initialize(self) -> RowsState:
+        return self.check.initialize()
+
+    def decode(self, data: bytes) -> RowsState:
+        return RowsState.from_bytes(data)
+
+    def validate(self, state: RowsState, batch: Batch) -> str | None:
+        return RecomputedCheck.check_retract(state, batch.retracted, batch.retracted_table)
+
+    def add(self, state: RowsState, batch: Batch, progress: ProgressFactory | None) -> None:
+        self.check.add(state, batch.views, batch.table, batch.retracted, batch.retracted_table)
+
+    def has_rows(self, state: RowsState) -> bool:
+        return bool(state.views) or state.table is not None
+
+    def rows(self, state: RowsState) -> Batch:
+        return Batch(views=state.views, table=state.table)
+
+    def fresh_covers(
+        self, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None
+    ) -> list[AssociationCoverFinding]:
+        return self.check.result(RowsState(views=dict(views), table=table))
+
+    def covers(self, state: RowsState) -> list[AssociationCoverFinding]:
+        """The covers over the views read (:func:`released`), each with a minimal forcing set of views."""
+        topology = self.topology
+        if released(topology, state.views) is topology:
+            found = self.check.result(state)
+        else:
+            found = recomputed_covers(topology, state.views, state.table, self.k) or []
+        if not found:
+            return found
+
+        def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
+            narrower = restricted(topology, subset, {(key[0], key[2]) for key in wanted})
+            frames = {name: frame for name, frame in state.views.items() if name in subset}
+            covers = recomputed_covers(narrower, frames, state.table, self.k)
+            # None: that subset's method reads the private table, which this run does not have.
+            return set() if covers is None else {_cover_key(finding) for finding in covers}
+
+        def releases(key: CoverKey) -> tuple[list[str], list[str]]:
+            return _releasing(topology, key[0], key[2])
+
+        monotone = {_cover_key(finding): finding.exact for finding in found}
+        hints = {_cover_key(finding): frozenset(finding.views) for finding in found}
+        order = [view.name for view in topology.views]
+        forcing = minimal_forcing_views(monotone, order, finds, releases=releases, monotone=monotone, hints=hints)
+        return [replace(finding, views=tuple(sorted(forcing[_cover_key(finding)]))) for finding in found]
+
+
+def choose_method(topology: Topology, k: int | None = None) -> Method:
+    """The k-anonymity method for the topology's subcase; ``k`` overrides the configured threshold."""
+    schema = topology.table
+    threshold = topology.threshold("k-anonymity", k)
+    effective = effective_dependencies(topology.views, schema.functional_dependencies)
+    selections = [view.name for view in topology.views if view.where is not None]
+    names = topology.views
+    if effective and selections:
+        pairs = [(e, p) for e in schema.identifiers for p in schema.sensitive]
+        cases = {
+            pair: matching_subcase(topology.views, schema.functional_dependencies, schema.attributes, *pair)
+            for pair in pairs
+        }
+        case = cases[pairs[0]] if len(pairs) == 1 else None
+        if case is not None:
+            matching = KeyMatchingCoverCheck(case[0], case[1], pairs[0][0], pairs[0][1], threshold)
+            return RecomputedMethod(RecomputedCheck(matching.run, names), topology, threshold)
+    if selections and not effective:
+        cells = SelectionCoverCheck(topology.views, schema.identifiers, schema.sensitive, threshold)
+        return RecomputedMethod(RecomputedCheck(cells.run, names), topology, threshold)
+    if not effective:
+        return JoinMethod(AssociationCoverCheck.from_topology(topology, k=threshold), topology, threshold)
+    paths = {
+        (e, p): key_path(topology.views, schema.functional_dependencies, schema.attributes, e, p)
+        for e in schema.identifiers
+        for p in schema.sensitive
+    }
+    if not selections and all(path is not None for path in paths.values()):
+        known = {pair: path for pair, path in paths.items() if path is not None}
+        return RecomputedMethod(
+            RecomputedCheck(KeyPathCoverCheck(topology.views, known, threshold).run, names), topology, threshold
+        )
+    conservative = ConservativeCoverCheck(
+        topology.views, schema.identifiers, schema.sensitive, tuple(effective), threshold
+    )
+    return RecomputedMethod(RecomputedCheck(conservative.run, names, needs_table=True), topology, threshold)
+
+
+def k_anonymity_check(topology: Topology, k: int | None = None) -> KAnonymityCheck:
+    """The raw check of the method the topology's subcase calls for (:func:`choose_method`)."""
+    return choose_method(topology, k).check
+
+
+def restricted(topology: Topology, subset: Collection[str], pairs: set[tuple[str, str]]) -> Topology:
+    """The topology with only the views of ``subset`` and the (identifier, sensitive) attributes of ``pairs``
+    (a rerun per pair is the cost, so only the pairs still asked about)."""
+    table = replace(
+        topology.table,
+        identifiers=tuple(a for a in topology.table.identifiers if any(e == a for e, _ in pairs)),
+        sensitive=tuple(a for a in topology.table.sensitive if any(s == a for _, s in pairs)),
+    )
+    return replace(topology, table=table, views=tuple(view for view in topology.views if view.name in subset))
+
+
+def _releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
+    """The views that release the identifier attribute, and those that release the sensitive one."""
+    return (
+        [view.name for view in topology.views if identifier in view.attributes],
+        [view.name for view in topology.views if sensitive in view.attributes],
+    )
+
+
+def _cover_key(finding: AssociationCoverFinding) -> CoverKey:
+    return (
+        finding.identifier_attribute,
+        finding.identifier_value,
+        finding.sensitive_attribute,
+        frozenset(finding.sensitive_values),
+    )
+
+
+def released(topology: Topology, views: Mapping[str, pl.DataFrame]) -> Topology:
+    """The topology with the views the check reads given these rows (``topology`` when it reads all).
+
+    A view with no rows is read as published empty: no row of the table satisfies its selection (Yao et
+    al.'s I^v, with only the complement tuple set F_i0 = ¬C_i for it). A view with no rows and no
+    selection would say that the table is empty, which any view with rows contradicts (no instance
+    yields them, and the definition then holds vacuously for every set); on a stream it is a view whose
+    rows have not arrived, or were all withdrawn: it is left out, and the views with rows are checked as
+    published (docs/design.md, "Empty views").
+    """
+    kept = tuple(
+        view
+        for view in topology.views
+        if view.where is not None or (view.name in views and not views[view.name].is_empty())
+    )
+    if len(kept) == len(topology.views):
+        return topology
+    return replace(topology, views=kept)
+
+
+def recomputed_covers(
+    topology: Topology, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None, k: int | None
+) -> list[AssociationCoverFinding] | None:
+    """The covers a fresh run of the topology's method finds over the views it reads (:func:`released`),
+    or None when that method needs a table not given."""
+    method = choose_method(released(topology, views), k)
+    if method.reads_table and table is None:
+        return None
+    return method.fresh_covers(views, table)
