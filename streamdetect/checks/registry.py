@@ -1,9 +1,11 @@
 """The checks this version runs, by name: one registration per check, no switches on names elsewhere.
 
-Adding a check is its module (implementing :class:`~streamdetect.checks.protocol.Check`) plus one entry
-here: where its factory is, its default threshold and whether it ties identifiers to sensitive values.
+Adding a check is its package (a check implementing :class:`~streamdetect.checks.protocol.Check`, its
+findings deriving from :class:`~streamdetect.checks.findings.Finding`, a function laying out its section
+of a report, one explaining a finding) plus one entry here. ``tests/unit/test_toy_check.py`` registers
+a toy check that way and sees it in every report format, ``explain``, the Detector and the metrics.
 
-A registration names its factory as ``module:attribute`` (an entry point's form) and loads it on first
+A registration names each part as ``module:attribute`` (an entry point's form) and loads it on first
 use, so reading the registry (the command line's choices, the topology loader's defaults) imports no
 check and none of the libraries the checks compute with.
 """
