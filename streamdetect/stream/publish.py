@@ -53,6 +53,9 @@ from streamdetect.stream.topics import (
 
 Client = TypeVar("Client", KafkaAdminClient, KafkaProducer, KafkaConsumer)
 K = TypeVar("K", bound=Hashable)
+#: How long a client waits to bootstrap from a broker that accepts the connection (milliseconds): a broker
+#: refusing a SASL login drops the connection without a word, and the client's own default waits 30 s.
+BOOTSTRAP_TIMEOUT_MS = 10_000
 #: Seconds a worker's start waits for its consumer group's coordinator (a fresh broker makes its offsets
 #: topic at the first look-up and answers "not available" until it is ready).
 COORDINATOR_WAIT_S = 30.0
@@ -222,6 +225,7 @@ def _connect(kind: type[Client], bootstrap: str, **settings: Any) -> Client:
             "--bootstrap-servers"
         )
     try:
+        settings = {"bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS, **settings}
         return kind(bootstrap_servers=bootstrap, **settings, **security.client_settings())
     except SaslAuthenticationFailedError as error:
         raise BrokerError(
