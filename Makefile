@@ -17,8 +17,11 @@ run: $(VENV)/.installed
 	if [ $$status -eq 1 ]; then echo "make run: findings reported, as expected for this example (exit code 1)"; \
 	else echo "make run: unexpected exit code $$status"; exit 1; fi
 
+# Everything but the Kafka, Prometheus and CLI integration tests runs on every core (pytest-xdist); the
+# integration tests, which start brokers and workers and wait on them, run one at a time after.
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --ignore=tests/integration
+	$(BIN)/python -m pytest tests/integration
 
 # A local Kafka broker, a worker and a publisher on Table 1; shows the findings as they arrive, then stops
 # everything (needs a JDK 17+ and Maven for the broker).
