@@ -119,8 +119,16 @@ def plan_checks(
     """The plan of a run of ``checks`` (default: the topology's), ``k`` overriding every threshold and
     ``max_level`` bounding the closure. Raises :class:`TopologyError` as :func:`checks_to_run` does."""
     names = checks_to_run(topology, checks)
-    built = {name: REGISTRY[name].build(topology, k, max_level) for name in names}
+    built = {name: REGISTRY[name].build(topology, _threshold(topology, name, k), max_level) for name in names}
     return CheckPlan(topology, MappingProxyType(built), max_level)
+
+
+def _threshold(topology: Topology, name: str, k: int | None) -> int | None:
+    """The threshold a check is built with: the override, else the topology's (None: the check reads it),
+    else its registration's default (a check asked for that the topology does not list)."""
+    if k is not None or topology.check_config(name) is not None:
+        return k
+    return REGISTRY[name].default_k
 
 
 def table_readers(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:

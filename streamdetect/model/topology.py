@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from streamdetect.errors import TopologyError
 from streamdetect.model.hierarchies import Hierarchy
 from streamdetect.model.predicates import Predicate, attributes_of
 from streamdetect.model.visibility import VisibilityRequirement
@@ -88,7 +89,7 @@ class CheckConfig:
     """One configured check: its name and threshold ``k`` (disclosure when fewer than k values)."""
 
     name: str
-    k: int = 2
+    k: int
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ class Topology:
     name: str
     table: TableSchema
     views: tuple[ViewDefinition, ...]
-    checks: tuple[CheckConfig, ...] = (CheckConfig("linkage"),)
+    #: The checks the topology lists (the loader puts the registry's default ones when it lists none).
+    checks: tuple[CheckConfig, ...] = ()
     path: str | None = None
     #: Seconds of publication time within which rows can be joined (``window:``; None: no limit).
     #: Rows published ``window`` or more before the latest publication are withdrawn
@@ -134,8 +136,12 @@ class Topology:
         return None
 
     def threshold(self, name: str, override: int | None = None) -> int:
-        """Check ``name``'s k: the override, else the configured one, else 2."""
+        """Check ``name``'s k: the override, else the configured one. A check neither configured nor given
+        one has no threshold here: a run's plan gives it its registration's default
+        (:func:`~streamdetect.check_plan.plan_checks`)."""
         if override is not None:
             return override
         config = self.check_config(name)
-        return config.k if config is not None else 2
+        if config is None:
+            raise TopologyError(f"the {name} check is not configured and no threshold was given", file=self.path)
+        return config.k
