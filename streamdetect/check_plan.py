@@ -68,11 +68,12 @@ class CheckPlan:
     def table_refusal(self) -> TopologyError | None:
         """Why the run cannot go without the private table's rows (the first check that reads them, and
         why it does), or None when none reads them."""
-        for name in self.table_readers:
-            why = self.checks[name].properties.table_reason
-            problem = f"the {name} check needs the private table's rows{f' ({why})' if why else ''}: set table.source"
-            return TopologyError(problem, file=self.topology.path, key="table.source")
-        return None
+        if not self.table_readers:
+            return None
+        name = self.table_readers[0]
+        why = self.checks[name].properties.table_reason
+        problem = f"the {name} check needs the private table's rows{f' ({why})' if why else ''}: set table.source"
+        return TopologyError(problem, file=self.topology.path, key="table.source")
 
     @cached_property
     def split(self) -> tuple[str, ...]:

@@ -11,9 +11,10 @@ import resource
 import time
 from typing import Any
 
+from streamdetect.check_plan import plan_checks
 from streamdetect.checks.findings import LinkageFinding
 from streamdetect.checks.linkage import LinkageCheck
-from streamdetect.engine import checks_to_run, needs_table, run_checks
+from streamdetect.engine import run_checks
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 
@@ -29,10 +30,10 @@ def timed_run(
     """Load, check, and optionally run the DuckDB baseline; wall times, peak memory, findings by level."""
     started = time.perf_counter()
     topology = load_topology(topology_path)
-    names = checks_to_run(topology, checks)
-    views, table = load_data(topology, with_table=needs_table(topology, names))
+    plan = plan_checks(topology, checks, k=k)
+    views, table = load_data(topology, with_table=plan.needs_table)
     loaded = time.perf_counter()
-    report = run_checks(topology, views, table=table, checks=names, k=k)
+    report = run_checks(topology, views, table=table, k=k, plan=plan)
     checked = time.perf_counter()
     outcome: dict[str, Any] = {
         "rows": {name: frame.height for name, frame in views.items()},

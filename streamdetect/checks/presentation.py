@@ -56,6 +56,13 @@ class Shown:
         """The rows shown and how many are left out."""
         return tuple(rows[: self.limit]), max(0, len(rows) - self.limit)
 
+    def block(
+        self, title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, warning: bool = False
+    ) -> Block:
+        """A block of these rows, cut to the limit (it says how many were left out)."""
+        shown, omitted = self.cut(rows)
+        return Block(title, columns, shown, omitted, warning)
+
 
 #: ``render(summary, findings, shown)``: a check's section of the report.
 Render = Callable[[CheckSummary, Sequence[Any], Shown], Section]

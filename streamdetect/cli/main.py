@@ -222,11 +222,12 @@ def explain(
     from rich.console import Console
     from rich.table import Table
 
-    from streamdetect.engine import checks_to_run, needs_table
+    from streamdetect.check_plan import plan_checks
     from streamdetect.io.sources import load_data
     from streamdetect.io.topology_file import load_topology
 
     model = load_topology(topology)
+    names: Sequence[str] | None = checks or None
     if report is not None:
         finding = _finding_in_report(report, reference)
         names = [finding.check]
@@ -237,11 +238,10 @@ def explain(
                 "the report is of another topology",
                 file=str(report),
             )
-    else:
-        names = checks_to_run(model, checks or None)
-    views, table = load_data(model, with_table=needs_table(model, names) or model.table.source is not None)
+    plan = plan_checks(model, names, k=k)
+    views, table = load_data(model, with_table=plan.needs_table or model.table.source is not None)
     if report is None:
-        finding = _locate(model, views, table, names, k, reference)
+        finding = _locate(model, views, table, plan.names, k, reference)
     sections = _sections(model, views, table, finding)
     if as_json:
         explanation = [
@@ -357,7 +357,8 @@ def closure(
     from rich.console import Console
     from rich.table import Table
 
-    from streamdetect.engine import checks_to_run, needs_table, run_checks
+    from streamdetect.check_plan import plan_checks
+    from streamdetect.engine import run_checks
     from streamdetect.io.sources import load_data, load_views
     from streamdetect.io.topology_file import load_topology
     from streamdetect.relational.universal import channel_sizes, universal_relation
@@ -365,9 +366,9 @@ def closure(
 
     model = load_topology(topology)
     if output_format == "dot":
-        names = checks_to_run(model)
-        frames, private = load_data(model, with_table=needs_table(model, names))
-        report = run_checks(model, frames, table=private, checks=names, max_level=max_level)
+        plan = plan_checks(model, max_level=max_level)
+        frames, private = load_data(model, with_table=plan.needs_table)
+        report = run_checks(model, frames, table=private, max_level=max_level, plan=plan)
         channels = {channel for f in report.findings for channel in f.channels_shown}
         click.echo(view_graph_dot(model.name, model.views, sorted(channels)), nl=False)
         return

@@ -150,7 +150,7 @@ class DetectorService:
         self.withdrew = False
         #: The checks that read the private table, and which were reported incomplete last (None: no
         #: status reported since this service started: the next one reports it whatever it is).
-        self.table_readers = [name for name, check in self.detector.checks.items() if check.properties.needs_table]
+        self.table_readers = list(self.detector.plan.table_readers)
         self.reported: dict[str, str] | None = None
 
     @property

@@ -219,3 +219,14 @@ def test_micro_batches_taken_together_end_in_the_same_findings() -> None:
     assert three["together"] == 3
     assert sorted(f["id"] for f in three["findings"]) == sorted(f["id"] for f in one["findings"])
     assert one["findings"], "the example has findings to compare"
+
+
+def test_a_registration_says_it_keeps_the_views_rows_exactly_when_its_check_does() -> None:
+    """The worker reads ``keeps_rows`` before it builds a check (the universal-relation stream follows
+    one); the Detector asks the built check (``KeepsRows``). Both must say the same."""
+    from streamdetect.checks.protocol import KeepsRows
+
+    topology = load_topology(TOPOLOGY)
+    for name, registration in REGISTRY.items():
+        check = registration.build(topology, 2, None)
+        assert isinstance(check, KeepsRows) == registration.keeps_rows, name

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from streamdetect.checks.findings import Delta, SindFinding, diff, value_text
 from streamdetect.checks.indistinguishability.rsind import RsindCheck
 from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, appended_after
-from streamdetect.checks.presentation import MEMBERS_SHOWN, Block, Section, Shown
+from streamdetect.checks.presentation import MEMBERS_SHOWN, Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
@@ -147,6 +147,5 @@ def section(summary: CheckSummary, findings: Sequence[SindFinding], shown: Shown
                 "yes" if f.exact else "no (conservative)",
             )
         )
-    rows_shown, omitted = shown.cut(rows)
     title = f"classes that do not protect their members: {len(findings)} finding(s)"
-    return Section(heading, (Block(title, columns, rows_shown, omitted),))
+    return Section(heading, (shown.block(title, columns, rows),))

@@ -25,7 +25,7 @@ from functools import cached_property
 
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.k_anonymity.methods import KAnonymityState, Method, choose_method
-from streamdetect.checks.presentation import Block, Section, Shown, association_cells, values_text
+from streamdetect.checks.presentation import Section, Shown, association_cells, values_text
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
@@ -149,6 +149,5 @@ def section(summary: CheckSummary, findings: Sequence[AssociationCoverFinding], 
         )
         for f in findings
     ]
-    rows_shown, omitted = shown.cut(rows)
     title = f"association covers (every instance pairs the value with one of these): {len(findings)} finding(s)"
-    return Section(heading, (Block(title, columns, rows_shown, omitted),))
+    return Section(heading, (shown.block(title, columns, rows),))

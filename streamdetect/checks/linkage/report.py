@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from streamdetect.checks.findings import LinkageFinding
-from streamdetect.checks.presentation import Block, Section, Shown, association_cells, values_text
+from streamdetect.checks.presentation import Section, Shown, association_cells, values_text
 from streamdetect.checks.protocol import CheckSummary
 
 
@@ -37,6 +37,5 @@ def section(summary: CheckSummary, findings: Sequence[LinkageFinding], shown: Sh
             )
             for f in members
         ]
-        rows_shown, omitted = shown.cut(rows)
-        blocks.append(Block(title, columns, rows_shown, omitted, warning=possible))
+        blocks.append(shown.block(title, columns, rows, warning=possible))
     return Section(heading, tuple(blocks))

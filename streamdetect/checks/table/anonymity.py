@@ -28,7 +28,7 @@ from typing import Any, Literal, overload
 import polars as pl
 
 from streamdetect.checks.findings import Delta, GroupFinding, diff, value_text
-from streamdetect.checks.presentation import Block, Section, Shown
+from streamdetect.checks.presentation import Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc, versioned_document
@@ -544,11 +544,10 @@ def section(summary: CheckSummary, findings: Sequence[GroupFinding], shown: Show
             )
             for f in members
         ]
-        rows_shown, omitted = shown.cut(rows)
         what = (
             f"groups with fewer than {members[0].k} distinct {sensitive}"
             if distinct
             else f"groups of fewer than {members[0].k} rows"
         )
-        blocks.append(Block(f"{where}: {what}: {len(members)} finding(s)", columns, rows_shown, omitted))
+        blocks.append(shown.block(f"{where}: {what}: {len(members)} finding(s)", columns, rows))
     return Section(heading, tuple(blocks))

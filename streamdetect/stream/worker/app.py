@@ -30,7 +30,7 @@ import re
 
 import faust
 
-from streamdetect.check_plan import checks_to_run, table_readers
+from streamdetect.check_plan import plan_checks
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.detector import Detector
 from streamdetect.errors import TopologyError
@@ -104,8 +104,9 @@ def build_app(topology: Topology, settings: WorkerSettings, metrics: WorkerSenso
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     table = app.Table(state_table(partitions), default=None, partitions=partitions, key_type=bytes, value_type=bytes)
     out = Outputs(app, topology, table, metrics or WorkerSensor())
+    planned = plan_checks(topology, checks)
     keepers = [name for name, registration in REGISTRY.items() if registration.keeps_rows]
-    if universal_rows and not set(keepers) & set(checks_to_run(topology, checks)):
+    if universal_rows and not set(keepers) & set(planned.names):
         raise TopologyError(
             f"the universal-relation stream (--universal-rows) follows the {' or '.join(keepers)} check's "
             f"closure, and this topology does not run {' or '.join(keepers)}",
@@ -142,8 +143,8 @@ def build_app(topology: Topology, settings: WorkerSettings, metrics: WorkerSenso
             replay_retention_s=settings.replay_retention_s,
         )
         two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
-        examined = Detector(topology, checks)  # what the checks examine as `check` counts it, units together
-    out.metrics.examined(examined.summaries({}), table_readers(topology, checks))
+        examined = Detector(topology, plan=planned)  # what the checks examine as `check` counts it
+    out.metrics.examined(examined.summaries({}), planned.table_readers)
     return app
 
 
