@@ -116,18 +116,25 @@ def _topic_problems(model: Topology, bootstrap: str) -> list[tuple[str, str, str
     """The output topics that exist with another configuration than streamdetect gives them, as (kind,
     setting, message), each said on stderr at once."""
     from streamdetect.stream.publish import topic_problems
-    from streamdetect.stream.topics import findings_topic, topic_configs
+    from streamdetect.stream.topics import topic_configs
 
     found = []
     wanted = topic_configs(model)
     for topic, setting, what in topic_problems(model, bootstrap):
-        kind = "findings" if topic == findings_topic(model) else "dead-letters"
+        kind = _topic_kind(model, topic)
         fix = f"kafka-configs --alter --entity-type topics --entity-name {topic} "
         fix += f"--add-config {setting}={wanted[topic][setting]}"
         message = f"topic {topic} ({kind}): {setting} {what}; fix it with `{fix}` (docs/streaming.md, Topics)"
         click.echo(f"warning: {message}", err=True)
         found.append((kind, setting, message))
     return found
+
+
+def _topic_kind(model: Topology, topic: str) -> str:
+    """What an output topic is, as the metrics label it: ``findings`` or ``dead-letters``."""
+    from streamdetect.stream.topics import findings_topic
+
+    return "findings" if topic == findings_topic(model) else "dead-letters"
 
 
 class Duration(click.ParamType):
@@ -235,6 +242,7 @@ def worker(
     from streamdetect.stream.metrics import WorkerMetrics
     from streamdetect.stream.publish import prepare_worker_topics
     from streamdetect.stream.security import from_environment
+    from streamdetect.stream.topics import topic_configs
     from streamdetect.stream.worker import app_id, build_app, run_worker
 
     model = load_topology(topology)
@@ -257,7 +265,8 @@ def worker(
     app = build_app(model, settings, metrics)  # checks the settings before anything is created on the broker
     prepare_worker_topics(model, bootstrap, partitions, app_id(model), universal=universal_rows > 0)
     problems = _topic_problems(model, bootstrap)
-    metrics.topics([(kind, setting) for kind, setting, _ in problems], ("findings", "dead-letters"))
+    given = {_topic_kind(model, topic): list(configs) for topic, configs in topic_configs(model).items()}
+    metrics.topics([(kind, setting) for kind, setting, _ in problems], given)
 
     @app.task  # type: ignore[untyped-decorator]  # faust.App.task is untyped
     async def say_topic_problems() -> None:

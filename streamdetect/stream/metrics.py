@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -122,12 +122,12 @@ class WorkerMetrics(WorkerSensor):
             self.raised.labels(summary.name)
             self.cleared.labels(summary.name)
 
-    def topics(self, problems: Iterable[tuple[str, str]], kinds: Iterable[str]) -> None:
-        """The misconfigured gauge: 1 for each (topic kind, setting) found wrong at the start, 0 for the
-        settings of the other kinds (``kinds``: findings, dead-letters) that are right."""
+    def topics(self, problems: Iterable[tuple[str, str]], settings: Mapping[str, Iterable[str]]) -> None:
+        """The misconfigured gauge: per topic kind (findings, dead-letters) and each setting streamdetect gives
+        it (``settings``), 1 when found wrong at the start (``problems``: (kind, setting)), else 0."""
         wrong = set(problems)
-        for kind in kinds:
-            for setting in ("cleanup.policy", "max.message.bytes") if kind == "findings" else ("cleanup.policy",):
+        for kind, named in settings.items():
+            for setting in named:
                 self.misconfigured.labels(kind, setting).set(1 if (kind, setting) in wrong else 0)
 
     def inputs(self, incomplete: Iterable[str]) -> None:
