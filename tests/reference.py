@@ -50,6 +50,21 @@ def natural_join(relations: list[list[Row]]) -> list[Row]:
     return [dict(items) for items in unique]
 
 
+def finding_tuples(findings: list[Any]) -> set[tuple[Any, ...]]:
+    """Linkage findings in :func:`linkage_reference`'s form."""
+    return {
+        (
+            f.identifier_attribute,
+            f.identifier_value,
+            f.sensitive_attribute,
+            f.level,
+            f.channels,
+            tuple(sorted(f.sensitive_values, key=str)),
+        )
+        for f in findings
+    }
+
+
 def linkage_reference(
     views: dict[str, tuple[str, ...]],
     rows: dict[str, list[Row]],

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamdetect.checks.findings import value_text
+from streamdetect.checks.canonical import value_text
 from streamdetect.checks.protocol import CheckSummary
 
 #: Members of a class shown in a row before "+N more".

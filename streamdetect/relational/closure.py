@@ -13,7 +13,7 @@ here (the paper drops them); they raise no finding, and supersets of an empty ch
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -60,6 +60,39 @@ def _schema(views: Iterable[ViewDefinition], names: frozenset[str], order: Seque
     return tuple(attribute for attribute in order if attribute in present)
 
 
+def grow(graph: nx.Graph, level: Iterable[frozenset[str]]) -> set[frozenset[str]]:
+    """The connected view sets one view larger than those of ``level``: each grown by a neighbour."""
+    grown: set[frozenset[str]] = set()
+    for members in level:
+        frontier = {n for member in members for n in graph.neighbors(member)} - members
+        grown.update(members | {neighbour} for neighbour in frontier)
+    return grown
+
+
+def as_channels(
+    views: Sequence[ViewDefinition], level: Iterable[frozenset[str]], attribute_order: Sequence[str]
+) -> list[Channel]:
+    """The view sets of one level as channels, sorted (by their view names)."""
+    return sorted(Channel(tuple(sorted(s)), _schema(views, s, attribute_order)) for s in level)
+
+
+def iter_levels(
+    views: Sequence[ViewDefinition],
+    attribute_order: Sequence[str],
+    max_level: int | None = None,
+) -> Iterator[tuple[list[Channel], set[frozenset[str]]]]:
+    """The leveled closure, one level at a time: the channels of n views (sorted) with their view sets,
+    for n = 1, 2, ... up to ``max_level``. Lazy, so a caller may stop where the levels grow too many."""
+    graph = view_graph(views)
+    limit = len(views) if max_level is None else min(max_level, len(views))
+    level: set[frozenset[str]] = {frozenset([view.name]) for view in views}
+    done = 0
+    while level and done < limit:
+        yield as_channels(views, level, attribute_order), level
+        done += 1
+        level = grow(graph, level)
+
+
 def channels_by_level(
     views: Sequence[ViewDefinition],
     attribute_order: Sequence[str],
@@ -70,17 +103,12 @@ def channels_by_level(
     Enumerates connected induced subgraphs by growing each level-n set by one neighbouring view;
     the work is proportional to the number of channels times the graph's degree, which is exponential
     in the number of views in the worst case (a clique of n views has 2^n - 1 channels): bound it with
-    ``max_level``.
+    ``max_level``, or take the levels one at a time (:func:`iter_levels`).
     """
+    return [channels for channels, _ in iter_levels(views, attribute_order, max_level)]
+
+
+def components(views: Sequence[ViewDefinition], attribute_order: Sequence[str]) -> list[Channel]:
+    """The connected components of the view graph as channels: the largest channel each view lies in."""
     graph = view_graph(views)
-    limit = len(views) if max_level is None else min(max_level, len(views))
-    level: set[frozenset[str]] = {frozenset([view.name]) for view in views}
-    levels: list[list[Channel]] = []
-    while level and len(levels) < limit:
-        levels.append(sorted(Channel(tuple(sorted(s)), _schema(views, s, attribute_order)) for s in level))
-        grown: set[frozenset[str]] = set()
-        for members in level:
-            frontier = {n for member in members for n in graph.neighbors(member)} - members
-            grown.update(members | {neighbour} for neighbour in frontier)
-        level = grown
-    return levels
+    return as_channels(views, (frozenset(part) for part in nx.connected_components(graph)), attribute_order)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamdetect.checks.findings import value_text
+from streamdetect.checks.canonical import value_text
 from streamdetect.checks.presentation import Block, Section, Shown
 from streamdetect.checks.registry import REGISTRY
 from streamdetect.engine import FailOn, Report

@@ -9,14 +9,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.findings import (
-    LinkageFinding,
-    RsindFinding,
-    SindFinding,
-    canonical_json,
-    member_text,
-    stable_id,
-)
+from streamdetect.checks.canonical import canonical_json, member_text, stable_id
+from streamdetect.checks.findings import LinkageFinding, RsindFinding, SindFinding
 
 scalars = st.one_of(
     st.text(),

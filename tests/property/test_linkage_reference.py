@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 
 from streamdetect.checks.linkage import LinkageCheck, LinkageState
 from streamdetect.model.topology import ViewDefinition
-from tests.reference import linkage_reference
+from tests.reference import finding_tuples, linkage_reference
 from tests.registered import run_linkage
+from tests.steps import additions_and_withdrawals
+from tests.strategies import roles
 
 ATTRIBUTES = ("A", "B", "C", "D", "E")
 VALUES = st.integers(0, 3) | st.integers(0, 1) | st.none()
@@ -27,10 +29,7 @@ VALUES = st.integers(0, 3) | st.integers(0, 1) | st.none()
 
 @st.composite
 def publications(draw: st.DrawFn) -> dict[str, Any]:
-    attributes = draw(st.lists(st.sampled_from(ATTRIBUTES), min_size=3, max_size=5, unique=True))
-    identifiers = draw(st.lists(st.sampled_from(attributes), min_size=1, max_size=2, unique=True))
-    rest = [a for a in attributes if a not in identifiers]
-    sensitive = draw(st.lists(st.sampled_from(rest), min_size=1, max_size=2, unique=True))
+    attributes, identifiers, sensitive = draw(roles(ATTRIBUTES))
     count = draw(st.integers(1, 5))
     views: dict[str, tuple[str, ...]] = {}
     for i in range(count):
@@ -42,9 +41,9 @@ def publications(draw: st.DrawFn) -> dict[str, Any]:
     }
     k = draw(st.sampled_from([2, 3]))
     return {
-        "attributes": tuple(attributes),
-        "identifiers": tuple(identifiers),
-        "sensitive": tuple(sensitive),
+        "attributes": attributes,
+        "identifiers": identifiers,
+        "sensitive": sensitive,
         "views": views,
         "rows": rows,
         "k": k,
@@ -65,20 +64,6 @@ def _frame(schema: tuple[str, ...], rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=dict.fromkeys(schema, pl.Int64))
 
 
-def _as_tuples(findings: list[Any]) -> set[tuple[Any, ...]]:
-    return {
-        (
-            f.identifier_attribute,
-            f.identifier_value,
-            f.sensitive_attribute,
-            f.level,
-            f.channels,
-            tuple(sorted(f.sensitive_values, key=str)),
-        )
-        for f in findings
-    }
-
-
 def _assert_matches_reference(publication: dict[str, Any]) -> None:
     frames = {name: _frame(schema, publication["rows"][name]) for name, schema in publication["views"].items()}
     expected = linkage_reference(
@@ -88,7 +73,7 @@ def _assert_matches_reference(publication: dict[str, Any]) -> None:
         list(publication["sensitive"]),
         publication["k"],
     )
-    assert _as_tuples(run_linkage(_check(publication), frames)) == expected
+    assert finding_tuples(run_linkage(_check(publication), frames)) == expected
 
 
 def _assert_agrees(
@@ -113,7 +98,7 @@ def _assert_agrees(
         publication["k"],
     )
     findings = check.result(state)
-    assert _as_tuples(findings) == expected
+    assert finding_tuples(findings) == expected
     assert sorted(live) == sorted(f.id for f in findings)
 
 
@@ -238,27 +223,9 @@ def test_random_withdrawals_equal_brute_force_of_the_rows_present(publication: d
     raised/cleared stream replays to them, and a replica fed the keyed pieces agrees."""
     check = _check(publication)
     views = publication["views"]
-    pending = [(name, row) for name, rows in publication["rows"].items() for row in rows]
-    rng.shuffle(pending)
-    present: dict[str, list[dict[str, Any]]] = {name: [] for name in views}
     state, replica = check.initialize(), check.initialize()
     live: dict[str, Any] = {}
-    while pending or any(present.values()):
-        added: dict[str, list[dict[str, Any]]] = {}
-        for _ in range(rng.randint(0, 3)):
-            if pending:
-                name, row = pending.pop()
-                added.setdefault(name, []).append(row)
-        withdrawn: dict[str, list[dict[str, Any]]] = {}
-        for name, rows in present.items():
-            for row in list(rows):
-                if rng.random() < (0.25 if pending else 0.6):
-                    rows.remove(row)
-                    withdrawn.setdefault(name, []).append(row)
-                    if rng.random() < 0.3:
-                        pending.append((name, row))  # published again later
-        for name, rows in added.items():
-            present[name].extend(rows)
+    for added, withdrawn, present in additions_and_withdrawals(publication["rows"], rng):
         delta = check.update(
             state,
             {name: _frame(views[name], rows) for name, rows in added.items()},

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import streamdetect
-from streamdetect.checks.findings import stable_id
+from streamdetect.checks.canonical import stable_id
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.stream.events import finding_event, finding_events, open_findings

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streamdetect.checks.findings import Delta, SindFinding, diff, value_text
+from streamdetect.checks.canonical import value_text
+from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.indistinguishability.rsind import RsindCheck
 from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, appended_after
 from streamdetect.checks.presentation import MEMBERS_SHOWN, Section, Shown

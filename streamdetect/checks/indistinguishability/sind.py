@@ -42,7 +42,8 @@ from typing import Any
 import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
-from streamdetect.checks.findings import Delta, SindFinding, diff, member_text
+from streamdetect.checks.canonical import member_text
+from streamdetect.checks.findings import Delta, SindFinding, diff
 from streamdetect.checks.indistinguishability.private_values import (
     MAX_COMPONENT,
     MAX_PAIRS,

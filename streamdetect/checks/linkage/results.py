@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
 from streamdetect.checks.certainty import IdentifierFacts
 from streamdetect.checks.findings import LinkageFinding
-from streamdetect.checks.linkage.projections import _Projections
-from streamdetect.checks.linkage.state import (
-    LinkageState,
-)
+from streamdetect.checks.linkage.beyond import _Beyond
+from streamdetect.checks.linkage.state import Flags, LinkageState
 from streamdetect.checks.linkage.tasks import LinkageTask
-from streamdetect.relational.dictionary import decode, decode_frame
+from streamdetect.relational.closure import Channel
+from streamdetect.relational.code_arrays import Codes
+from streamdetect.relational.dictionary import CODE, decode, decode_frame
 from streamdetect.relational.linked_values import in_memory
 
 
@@ -29,7 +30,7 @@ def finding_order(finding: LinkageFinding) -> tuple[object, ...]:
     return finding.order_key
 
 
-class _Results(_Projections):
+class _Results(_Beyond):
     """Findings from the state."""
 
     def result(
@@ -109,7 +110,8 @@ class _Results(_Projections):
         codes: pl.Series | None = None,
     ) -> list[LinkageFinding]:
         disclosing = self._disclosing(state, identifier, sensitive, without, codes)
-        if not disclosing:
+        beyond = not self.complete
+        if not disclosing and not beyond:
             return []
         # Every disclosing task's sets of the codes asked for, grouped per (code, task), as one query (a
         # filter and a group-by per task were two queries each, for 15 tasks per pair on BP).
@@ -123,6 +125,7 @@ class _Results(_Projections):
                 )
                 for task, frame in disclosing
             ]
+            or [pl.LazyFrame(schema={identifier: CODE, sensitive: CODE, "_level": pl.UInt32, "_channel": pl.UInt32})]
         )
         if codes is not None:
             query = query.filter(pl.col(identifier).is_in(codes.implode()))
@@ -133,8 +136,9 @@ class _Results(_Projections):
             for task, _ in disclosing
             if self._open_selections[task.key]
         }
+        by_index = {order[task.channel.views]: task.channel.views for task in self.tasks}
+        everything = in_memory(query)
         if to_prove:
-            everything = in_memory(query)
             unproven = everything.filter(pl.col("_channel").is_in(list(to_prove))).get_column(identifier).unique()
             facts = self._facts(state, identifier, unproven, without)
             pairs = zip(everything.get_column(identifier), everything.get_column("_channel"), strict=True)
@@ -142,12 +146,26 @@ class _Results(_Projections):
                 channel not in to_prove or self._proof.proven(facts.get(code), to_prove[channel])
                 for code, channel in pairs
             ]
-            query = everything.lazy().with_columns(pl.Series("_proven", proven, dtype=pl.Boolean))
+            everything = everything.with_columns(pl.Series("_proven", proven, dtype=pl.Boolean))
         else:
-            query = query.with_columns(pl.lit(True).alias("_proven"))
+            everything = everything.with_columns(pl.lit(True).alias("_proven"))
+        unsettled: dict[int, int] = {}
+        if beyond:
+            everything = self._with_beyond(
+                state,
+                identifier,
+                sensitive,
+                everything,
+                by_index=by_index,
+                without=without,
+                codes=codes,
+                unsettled=unsettled,
+            )
+        if everything.is_empty():
+            return []
         # A proven channel makes the finding certain: report the lowest level among proven channels;
         # with none proven, the lowest level of all, as a possible link.
-        chosen = query.filter(pl.col("_proven") | ~pl.col("_proven").any().over(identifier))
+        chosen = everything.lazy().filter(pl.col("_proven") | ~pl.col("_proven").any().over(identifier))
         minimal = in_memory(
             chosen.filter(pl.col("_level") == pl.col("_level").min().over(identifier))
             .sort("_channel")
@@ -155,14 +173,13 @@ class _Results(_Projections):
             .agg(pl.col("_channel"), pl.col("_values"), pl.col("_proven").first())
             .sort(identifier)
         )
-        by_index = {order[task.channel.views]: task.channel.views for task in self.tasks}
         dictionaries = state.seen.dictionaries
         identifiers = decode(dictionaries, identifier, minimal.get_column(identifier).to_list())
         # The sensitive values of every finding in one gather (not one decode per finding).
         used = minimal.get_column("_values").explode().explode().unique().drop_nulls().sort().to_list()
         sensitive_value = dict(zip(used, decode(dictionaries, sensitive, used), strict=True))
         findings = []
-        for value, (_, indices, value_codes, certain) in zip(identifiers, minimal.iter_rows(), strict=True):
+        for value, (code, indices, value_codes, certain) in zip(identifiers, minimal.iter_rows(), strict=True):
             members = tuple(by_index[i] for i in indices)
             channel_values = tuple(
                 tuple(sorted((sensitive_value[code] for code in codes), key=_sort_key)) for codes in value_codes
@@ -178,7 +195,71 @@ class _Results(_Projections):
                     channels=members,
                     certain=bool(certain),
                     channel_values=channel_values,
-                    joined_on=self._joined_on[members[0]],
+                    joined_on=self._join_attributes(members[0]),
+                    searched_below=unsettled.get(code),
                 )
             )
         return findings
+
+    def _present_codes(self, state: LinkageState, identifier: str, without: frozenset[str]) -> Codes:
+        """The codes of ``identifier`` in the rows present of the views holding it (sorted)."""
+        parts = []
+        for view in self._proof.holders(identifier):
+            rows = state.seen.present(view.name) if view.name not in without else None
+            if rows is not None and rows.height:
+                parts.append(rows.get_column(identifier).drop_nulls().unique().to_numpy())
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.uint32)
+
+    def _with_beyond(
+        self,
+        state: LinkageState,
+        identifier: str,
+        sensitive: str,
+        everything: pl.DataFrame,
+        *,
+        by_index: dict[int, tuple[str, ...]],
+        without: frozenset[str],
+        codes: pl.Series | None,
+        unsettled: dict[int, int],
+    ) -> pl.DataFrame:
+        """``everything`` (the kept levels' disclosures) with those of the levels above, searched for the
+        codes without a proven disclosure in the kept levels (``beyond.py``); ``by_index`` learns the
+        channels found there, numbered after the kept ones in (level, views) order; ``unsettled`` the codes
+        whose search stopped (the budget), with the level it stopped at."""
+        active = self._present_codes(state, identifier, without)
+        if codes is not None:
+            active = np.intersect1d(active, codes.to_numpy())
+        settled = everything.filter(pl.col("_proven")).get_column(identifier).to_numpy()
+        active = np.setdiff1d(active, settled)
+
+        def proven(channel: Channel, found: Codes) -> Flags:
+            selections = self._proof.open_selections(channel.views, identifier)
+            if not selections:
+                return np.ones(found.size, bool)
+            facts = self._facts(state, identifier, pl.Series(identifier, found, dtype=CODE), without)
+            return np.array([self._proof.proven(facts.get(int(code)), selections) for code in found], bool)
+
+        found = self._beyond(state, identifier, sensitive, active, without=without, proven=proven)
+        unsettled.update(found.unsettled)
+        if not found.codes:
+            return everything
+        ranked = sorted(set(found.channels))  # Channel sorts by its views; levels first, below
+        ranked.sort(key=lambda channel: channel.level)
+        start = max(by_index, default=-1) + 1
+        index = {channel: start + i for i, channel in enumerate(ranked)}
+        by_index.update({index[channel]: channel.views for channel in ranked})
+        channels = pl.Series("_channel", [index[c] for c in found.channels], dtype=pl.UInt32)
+        proven_found = np.zeros(len(found.codes), bool)
+        for channel in ranked:
+            rows = [i for i, c in enumerate(found.channels) if c == channel]
+            proven_found[rows] = proven(channel, np.array([found.codes[i] for i in rows]))
+        extra = pl.DataFrame(
+            {
+                identifier: pl.Series(found.codes, dtype=CODE),
+                "_level": pl.Series([c.level for c in found.channels], dtype=pl.UInt32),
+                "_channel": channels,
+                "_values": pl.Series(found.values, dtype=pl.List(CODE)),
+                "_proven": pl.Series(proven_found, dtype=pl.Boolean),
+            }
+        )
+        return pl.concat([everything, extra.select(everything.columns)])

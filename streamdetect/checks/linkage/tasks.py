@@ -15,7 +15,7 @@ from streamdetect.checks.linkage.state import (
 from streamdetect.model.predicates import Predicate
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational import channel_lattice as lattice
-from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.closure import Channel, iter_levels
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,16 @@ class LinkageTask:
 Progress = Callable[[int, int], None]
 
 
+#: How many tasks the check keeps incremental sets for: whole levels of the closure from the bottom, as
+#: long as they fit (always the first two). The levels above are searched when a result is asked, for
+#: the identifier values they can still change (``checks/linkage/beyond.py``). BP's whole closure is 75.
+KEPT_TASKS = 128
+
+#: How many channels a search of the levels above the kept ones may join per (E, S) and result: a value
+#: whose search would take more is reported with the lowest channel found and the level the search
+#: stopped at (``LinkageFinding.searched_below``).
+SEARCH_BUDGET = 20_000
+
 #: A task whose step adds to several of its views computes the whole sets of the codes it can change
 #: (live ones, or unsaturated ones) instead of one delta join per view, when they are at most this many.
 FEW_CODES = 64
@@ -51,11 +61,45 @@ class _Tasks:
     k: int = 2
     max_level: int | None = None
     few_codes: int = FEW_CODES
+    kept_tasks: int = KEPT_TASKS
+    search_budget: int = SEARCH_BUDGET
 
     @cached_property
+    def _kept(self) -> tuple[list[list[Channel]], set[frozenset[str]], bool]:
+        """The levels kept (whole levels from the bottom, at least two, while their tasks fit in
+        :attr:`kept_tasks`), the view sets of the last one (the next levels grow from them), and whether
+        they are the whole closure."""
+        levels: list[list[Channel]] = []
+        last: set[frozenset[str]] = set()
+        kept = 0
+        for channels, sets in iter_levels(self.views, self.attribute_order, self.max_level):
+            count = sum(1 for channel in channels for _ in self._pairs_of(channel))
+            if len(levels) >= 2 and kept + count > self.kept_tasks:
+                return levels, last, False
+            levels.append(channels)
+            last = sets
+            kept += count
+        return levels, last, True
+
+    @property
     def levels(self) -> list[list[Channel]]:
-        """The leveled closure of the views."""
-        return channels_by_level(self.views, self.attribute_order, self.max_level)
+        """The levels of the closure whose tasks the check keeps (every level when they fit)."""
+        return self._kept[0]
+
+    @property
+    def complete(self) -> bool:
+        """Whether the kept levels are the whole closure (else :meth:`_beyond` searches the rest)."""
+        return self._kept[2]
+
+    def _pairs_of(self, channel: Channel) -> list[tuple[str, str]]:
+        """The (E, S) pairs whose attributes the channel holds."""
+        return [
+            (identifier, sensitive)
+            for identifier in self.identifiers
+            if identifier in channel.attributes
+            for sensitive in self.sensitive
+            if sensitive in channel.attributes
+        ]
 
     @cached_property
     def tasks(self) -> tuple[LinkageTask, ...]:
@@ -64,10 +108,7 @@ class _Tasks:
             LinkageTask(channel, identifier, sensitive)
             for level in self.levels
             for channel in level
-            for identifier in self.identifiers
-            if identifier in channel.attributes
-            for sensitive in self.sensitive
-            if sensitive in channel.attributes
+            for identifier, sensitive in self._pairs_of(channel)
         )
 
     @cached_property
@@ -113,17 +154,17 @@ class _Tasks:
 
     @cached_property
     def _joined_on(self) -> dict[tuple[str, ...], tuple[str, ...]]:
-        """Per channel, the attributes its natural join matches on (held by two or more of its views)."""
-        attributes = {view.name: view.attributes for view in self.views}
-        joined = {}
-        for level in self.levels:
-            for channel in level:
-                counts: dict[str, int] = {}
-                for name in channel.views:
-                    for attribute in attributes[name]:
-                        counts[attribute] = counts.get(attribute, 0) + 1
-                joined[channel.views] = tuple(a for a in self.attribute_order if counts.get(a, 0) > 1)
-        return joined
+        """Per kept channel, the attributes its natural join matches on (held by two or more of its views)."""
+        return {channel.views: self._join_attributes(channel.views) for level in self.levels for channel in level}
+
+    def _join_attributes(self, views: tuple[str, ...]) -> tuple[str, ...]:
+        """The attributes the natural join of ``views`` matches on (held by two or more of them)."""
+        counts: dict[str, int] = {}
+        for view in self.views:
+            if view.name in views:
+                for attribute in view.attributes:
+                    counts[attribute] = counts.get(attribute, 0) + 1
+        return tuple(a for a in self.attribute_order if counts.get(a, 0) > 1)
 
     @cached_property
     def _by_key(self) -> dict[TaskKey, LinkageTask]:
@@ -132,6 +173,7 @@ class _Tasks:
 
     def _needed(self, task: LinkageTask) -> dict[str, list[str]]:
         """Per view of the channel, the attributes the join needs: E, S and the join attributes."""
+        joined = self._joined_on.get(task.channel.views) or self._join_attributes(task.channel.views)
         members = [view for view in self.views if view.name in task.channel.views]
-        keep = {task.identifier, task.sensitive, *self._joined_on[task.channel.views]}
+        keep = {task.identifier, task.sensitive, *joined}
         return {view.name: [a for a in view.attributes if a in keep] for view in members}

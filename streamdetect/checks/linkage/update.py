@@ -30,7 +30,7 @@ from streamdetect.checks.linkage.tasks import LinkageTask, Progress
 from streamdetect.relational import channel_lattice as lattice
 from streamdetect.relational import code_arrays
 from streamdetect.relational.code_arrays import CodeRelation
-from streamdetect.relational.dictionary import decode
+from streamdetect.relational.dictionary import CODE, decode
 from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
 
 #: An update adding at least 1/BULK of the rows stored is a bulk load: it warms the caches (LinkageCheck.warm).
@@ -84,6 +84,13 @@ class _Updates(_Results):
                 arrived[name] = Arrivals(name, new, before)
         if arrived:
             self._add(state, Step(arrived, sizes), touched, progress)
+        if not self.complete:
+            # Above the kept levels nothing is kept: a row of any view may link a value there, so every
+            # value present is looked at again (beyond.py; the search itself follows the open values).
+            for identifier in self.identifiers:
+                present = self._present_codes(state, identifier, frozenset())
+                if present.size:
+                    touched.setdefault(identifier, []).append(pl.Series(identifier, present, dtype=CODE))
         codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
         delta = self._diff_touched(state, state.open, codes)
         if sum(frame.height for frame in batch.values()) * BULK >= state.seen.total():

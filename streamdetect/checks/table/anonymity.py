@@ -27,7 +27,8 @@ from typing import Any, Literal, overload
 
 import polars as pl
 
-from streamdetect.checks.findings import Delta, GroupFinding, diff, value_text
+from streamdetect.checks.canonical import value_text
+from streamdetect.checks.findings import Delta, GroupFinding, diff
 from streamdetect.checks.presentation import Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch

@@ -1,0 +1,311 @@
+"""The closure beyond the kept levels: searched, for the identifier values it can still change, when a
+result is asked.
+
+The check keeps incremental sets for the lowest levels of the closure (``_Tasks.levels``). A finding is
+reported in its minimal channel, so the levels above matter only for the values the kept levels leave
+open: those with no proven disclosure there. For those, per connected component of the views:
+
+1. the component's own channel (the top: every view of it) is joined for them; a value linked to k or
+   more sensitive values there is linked to k or more in every channel of the component (a channel's
+   join projects into each of its sub-channels', so linked sets only shrink as views are added), and
+   leaves the search;
+2. the levels above the kept ones are walked upwards, each channel holding the identifier and the
+   sensitive attribute joined for the values still open (the views holding the identifier restricted
+   to them first: the work follows the values, not the views' sizes), and a value leaves the search at
+   the first level where a channel discloses it with nothing left to prove (``certainty.py``).
+
+Exact: a value leaves only when no channel it has not been joined in can change its report (a lower
+proven level, or the channels of its level). What is not exact is the cost: a value whose minimal
+channel lies high is joined in every channel below it, and the number of channels of a level grows
+combinatorially with the views (docs/design.md, "Many views").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import polars as pl
+
+from streamdetect.checks.linkage.frames import having
+from streamdetect.checks.linkage.projections import _Projections
+from streamdetect.checks.linkage.state import Flags, LinkageState
+from streamdetect.checks.linkage.tasks import LinkageTask
+from streamdetect.relational.closure import Channel, as_channels, components, view_graph
+from streamdetect.relational.code_arrays import Codes
+from streamdetect.relational.dictionary import CODE
+from streamdetect.relational.linked_values import SharedWork, linked_values
+
+#: ``(channels joined, channels of the levels walked so far)``, after each channel.
+SearchProgress = Callable[[int, int], None]
+
+_EMPTY = pl.DataFrame(
+    schema={"_level": pl.UInt32, "_views": pl.List(pl.String), "_values": pl.List(CODE), "_proven": pl.Boolean}
+)
+
+
+@dataclass
+class Found:
+    """What a search found: per (identifier code, channel) that discloses it, its linked values."""
+
+    identifier: str
+    codes: list[int] = field(default_factory=list)
+    channels: list[Channel] = field(default_factory=list)
+    values: list[list[int]] = field(default_factory=list)
+    proven: list[bool] = field(default_factory=list)
+    joined: int = 0
+    #: codes whose search stopped at a level (the budget): no channel below it discloses them, but the
+    #: levels from it up to the lowest found were not all searched
+    unsettled: dict[int, int] = field(default_factory=dict)
+
+    def add(self, channel: Channel, pairs: pl.DataFrame, sensitive: str, k: int) -> Codes:
+        """Note the codes ``pairs`` (capped at k) links to fewer than k values; return them (in numpy: a
+        polars group-by per join was a quarter of a search)."""
+        codes = pairs.get_column(self.identifier).to_numpy()
+        values = pairs.get_column(sensitive).to_numpy()
+        order = np.argsort(codes, kind="stable")
+        codes, values = codes[order], values[order]
+        unique, starts, counts = np.unique(codes, return_index=True, return_counts=True)
+        few = counts < k
+        for code, start, count in zip(unique[few].tolist(), starts[few].tolist(), counts[few].tolist(), strict=True):
+            self.codes.append(code)
+            self.channels.append(channel)
+            self.values.append(values[start : start + count].tolist())
+        disclosed: Codes = unique[few].astype(np.uint32)
+        return disclosed
+
+    def saturated(self, pairs: pl.DataFrame, k: int) -> Codes:
+        """The codes ``pairs`` (capped at k) links to k values."""
+        unique, counts = np.unique(pairs.get_column(self.identifier).to_numpy(), return_counts=True)
+        saturated: Codes = unique[counts >= k].astype(np.uint32)
+        return saturated
+
+
+class _Beyond(_Projections):
+    """The search of the levels above the kept ones."""
+
+    @cached_property
+    def _view_graph(self) -> object:
+        return view_graph(self.views)
+
+    @cached_property
+    def _neighbours(self) -> dict[str, frozenset[str]]:
+        """Per view, the views it shares an attribute with."""
+        graph = self._view_graph
+        return {node: frozenset(graph.neighbors(node)) for node in graph.nodes}  # type: ignore[attr-defined]
+
+    def _beyond(
+        self,
+        state: LinkageState,
+        identifier: str,
+        sensitive: str,
+        active: Codes,
+        *,
+        without: frozenset[str] = frozenset(),
+        proven: Callable[[Channel, Codes], Flags],
+        progress: SearchProgress | None = None,
+    ) -> Found:
+        """Search the levels above the kept ones for the codes ``active`` (module docstring).
+
+        ``proven(channel, codes)``: per code, whether its link in the channel needs nothing proven.
+        """
+        search = _Search(self, state, identifier, sensitive)
+        found = search.found
+        if self.complete or not active.size:
+            return found
+        available = tuple(view for view in self.views if view.name not in without)
+        first = len(self.levels) + 1
+        for top in components(available, self.attribute_order):
+            if top.level >= first and identifier in top.attributes and sensitive in top.attributes:
+                search.open_component(top, active)
+        last = len(self.views) if self.max_level is None else min(self.max_level, len(self.views))
+        for level in range(first, last + 1):
+            if not search.groups:
+                break
+            candidates = search.candidates(level, self.search_budget - found.joined)
+            # What the joins of a level share (the views restricted to the same codes, factors of the same
+            # inputs); dropped between levels, so memory follows one level's joins.
+            search.shared, search.restricted = SharedWork(state.caps), {}
+            resolved: list[Codes] = []
+            for done, (channel, codes) in enumerate(candidates, start=1):
+                disclosed = search.join(channel, codes)
+                if progress is not None:
+                    progress(done, len(candidates))
+                if disclosed.size:
+                    resolved.append(disclosed[proven(channel, disclosed)])
+            if resolved:
+                search.resolve(np.unique(np.concatenate(resolved)))
+        return found
+
+
+class _Search:
+    """One search of the levels above the kept ones, for one (E, S): the codes still open, grouped by the
+    views every channel disclosing them must hold."""
+
+    def __init__(self, check: _Beyond, state: LinkageState, identifier: str, sensitive: str) -> None:
+        self.check = check
+        self.state = state
+        self.identifier = identifier
+        self.sensitive = sensitive
+        self.found = Found(identifier)
+        self.shared = SharedWork(state.caps)
+        self.restricted: dict[tuple[int, bytes], pl.DataFrame] = {}
+        #: (component, views every disclosing channel holds) -> the open codes of that kind
+        self.groups: dict[tuple[frozenset[str], frozenset[str]], Codes] = {}
+        #: per group, the view sets grown from its required views so far (their size, the sets)
+        self.grown: dict[tuple[frozenset[str], frozenset[str]], tuple[int, set[frozenset[str]]]] = {}
+
+    def _linked(self, channel: Channel, codes: Codes) -> pl.DataFrame | None:
+        """The capped sets of ``codes`` in ``channel`` from the rows present (None: the join is empty). The
+        channel's views holding E are restricted to the codes first, once per level for joins that
+        restrict a view alike."""
+        self.found.joined += 1
+        check, identifier = self.check, self.identifier
+        relations = {}
+        for view, keep in check._needed(LinkageTask(channel, identifier, self.sensitive)).items():
+            relation = check._projection(self.state, view, keep)
+            if relation is None or relation.is_empty():
+                return None
+            if identifier in keep:
+                key = (self.shared.identity(relation), codes.tobytes())
+                if key not in self.restricted:
+                    self.restricted[key] = having(relation, identifier, _series(identifier, codes))
+                relation = self.restricted[key]
+                if relation.is_empty():
+                    return None
+            relations[view] = relation
+        pairs = linked_values(relations, identifier, self.sensitive, check.k, self.shared)
+        return None if pairs.is_empty() else pairs
+
+    def join(self, channel: Channel, codes: Codes) -> Codes:
+        """Join ``channel`` for ``codes``; note and return the codes it discloses."""
+        pairs = self._linked(channel, codes)
+        return np.empty(0, np.uint32) if pairs is None else self.found.add(channel, pairs, self.sensitive, self.check.k)
+
+    def _saturated(self, channel: Channel, codes: Codes) -> Codes:
+        """The codes of ``codes`` linked to k or more values in ``channel`` (joined, not noted)."""
+        pairs = self._linked(channel, codes)
+        return np.empty(0, np.uint32) if pairs is None else self.found.saturated(pairs, self.check.k)
+
+    def open_component(self, top: Channel, active: Codes) -> None:
+        """Join the component's top for ``active``: a value with k values there has k in every channel of
+        the component and is done; the others stay open, grouped by the views the component's channels
+        disclosing them must hold: a view whose removal leaves the value with k values in what is left
+        (every part of it holding E and S) is in every such channel."""
+        check = self.check
+        members = frozenset(top.views)
+        if check.max_level is not None and top.level > check.max_level:
+            self.groups[(members, frozenset())] = active
+            return
+        pairs = self._linked(top, active)
+        if pairs is None:
+            codes = active
+        else:
+            linked = pairs.get_column(self.identifier).to_numpy()
+            disclosed = self.found.add(top, pairs, self.sensitive, check.k)
+            codes = np.union1d(np.setdiff1d(active, linked), disclosed)
+        if not codes.size:
+            return
+        required: dict[int, set[str]] = {int(code): set() for code in codes}
+        inside = tuple(view for view in check.views if view.name in members)
+        for view in top.views:
+            rest = tuple(other for other in inside if other.name != view)
+            parts = [
+                part
+                for part in components(rest, check.attribute_order)
+                if self.identifier in part.attributes and self.sensitive in part.attributes
+            ]
+            saturated: Codes | None = None
+            for part in parts:
+                here = self._saturated(part, codes)
+                saturated = here if saturated is None else np.intersect1d(saturated, here)
+            for code in codes if saturated is None else saturated:
+                required[int(code)].add(view)
+        by_need: dict[frozenset[str], list[int]] = {}
+        for code, views in required.items():
+            by_need.setdefault(frozenset(views), []).append(code)
+        for needed, grouped in by_need.items():
+            self.groups[(members, needed)] = np.array(sorted(grouped), dtype=np.uint32)
+
+    def candidates(self, level: int, budget: int) -> list[tuple[Channel, Codes]]:
+        """The channels of ``level`` views some open code may be disclosed in (holding E, S and the views
+        its group requires, not a component's top, joined first), each with those codes; sorted.
+
+        Groups whose channels would take the joins past ``budget`` (cheapest groups first) leave the
+        search unsettled at this level (:attr:`Found.unsettled`)."""
+        check = self.check
+        wanted: dict[frozenset[str], list[Codes]] = {}
+        costs = {key: len(self.grown[key][1]) if key in self.grown else 1 for key in self.groups}
+        for key in sorted(self.groups, key=lambda key: (costs[key], sorted(key[1]))):
+            component = key[0]
+            codes = self.groups[key]
+            if level >= len(component):
+                continue  # the top, joined already
+            grown = self._grow(key, level, budget)
+            if grown is None:
+                self.found.unsettled.update(dict.fromkeys(codes.tolist(), level))
+                del self.groups[key]
+                continue
+            fresh = sum(1 for views in grown if views not in wanted)
+            budget -= fresh
+            for views in grown:
+                wanted.setdefault(views, []).append(codes)
+        channels = as_channels(check.views, wanted, check.attribute_order)
+        return [
+            (channel, np.unique(np.concatenate(wanted[frozenset(channel.views)])))
+            for channel in channels
+            if self.identifier in channel.attributes and self.sensitive in channel.attributes
+        ]
+
+    def _grow(self, key: tuple[frozenset[str], frozenset[str]], level: int, budget: int) -> set[frozenset[str]] | None:
+        """The connected view sets of ``level`` views inside the group's component holding its required
+        views: grown from them one neighbour at a time (every connected superset arises so: while a
+        proper subset of it holds the required views, some view of it neighbours that subset). None when
+        they, or the sets on the way, are more than ``budget``."""
+        component, needed = key
+        if len(needed) > level:
+            return set()
+        if key not in self.grown:
+            first = len(self.check.levels)
+            if needed or first < 1:
+                self.grown[key] = (len(needed), {needed} if needed else set())
+            else:
+                self.grown[key] = (first, {views for views in self.check._kept[1] if views <= component})
+        size, sets = self.grown[key]
+        neighbours = self.check._neighbours
+        while size < level:
+            grown: set[frozenset[str]] = set()
+            for views in sets:
+                for neighbour in frozenset().union(*(neighbours[member] for member in views)) - views:
+                    if neighbour in component:
+                        grown.add(views | {neighbour})
+                if len(grown) > budget:
+                    return None
+            sets = grown
+            size += 1
+            self.grown[key] = (size, sets)
+        connected = {views for views in sets if _connected(neighbours, views)}
+        return connected if len(connected) <= budget else None
+
+    def resolve(self, done: Codes) -> None:
+        """Close the codes ``done`` (disclosed with nothing to prove at the level just searched)."""
+        self.groups = {key: left for key, codes in self.groups.items() if (left := np.setdiff1d(codes, done)).size}
+
+
+def _connected(neighbours: dict[str, frozenset[str]], views: frozenset[str]) -> bool:
+    """Whether ``views`` are connected through shared attributes."""
+    start = next(iter(views))
+    reached = {start}
+    frontier = [start]
+    while frontier:
+        for other in neighbours[frontier.pop()] & views:
+            if other not in reached:
+                reached.add(other)
+                frontier.append(other)
+    return len(reached) == len(views)
+
+
+def _series(identifier: str, codes: Codes) -> pl.Series:
+    return pl.Series(identifier, codes, dtype=CODE)

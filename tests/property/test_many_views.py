@@ -1,0 +1,201 @@
+"""Linkage over many views: the levels above the kept ones, searched for the values they can still change,
+against the brute-force reference (Dou & Coulondre's definition: every connected set of views joined).
+
+Random histories of up to eight views over six attributes: cyclic view graphs, views that hold one
+attribute, views left empty, nulls, several identifiers and sensitive attributes. ``kept_tasks`` 0 keeps
+only the first two levels, so every level above is searched (``checks/linkage/beyond.py``); a larger
+budget keeps more and searches less; the findings and their minimal channels must not depend on it.
+With selections the reference does not say which links are proven: there the findings must equal those
+of the check keeping every level, and their subjects the naive joins' disclosures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from streamdetect.checks.linkage import LinkageCheck, LinkageState
+from streamdetect.model.predicates import Comparison, Membership, Predicate, evaluate
+from streamdetect.model.topology import ViewDefinition
+from tests.reference import finding_tuples, linkage_reference
+from tests.registered import run_linkage
+from tests.steps import additions_and_withdrawals
+from tests.strategies import roles
+
+ATTRIBUTES = ("A", "B", "C", "D", "E", "F")
+VALUES = st.integers(0, 2) | st.none()
+#: Kept-level budgets: the first two levels only, a few levels, every level (the check before the search).
+BUDGETS = [0, 12, 100_000]
+
+
+@st.composite
+def histories(draw: st.DrawFn, selections: bool = False) -> dict[str, Any]:
+    attributes, identifiers, sensitive = draw(roles(ATTRIBUTES))
+    count = draw(st.integers(1, 8))
+    views: dict[str, tuple[str, ...]] = {}
+    if draw(st.booleans()) and len(attributes) >= 3:
+        # A cycle through some attributes: a-b, b-c, ..., z-a.
+        ring = draw(st.lists(st.sampled_from(attributes), min_size=3, max_size=len(attributes), unique=True))
+        for i, attribute in enumerate(ring[: min(len(ring), count)]):
+            pair = {attribute, ring[(i + 1) % len(ring)]}
+            views[f"v{i}"] = tuple(a for a in attributes if a in pair)
+    while len(views) < count:
+        chosen = draw(st.lists(st.sampled_from(attributes), min_size=1, max_size=3, unique=True))
+        views[f"v{len(views)}"] = tuple(a for a in attributes if a in chosen)
+    wheres: dict[str, Predicate | None] = {}
+    for name, schema in views.items():
+        where: Predicate | None = None
+        if selections and draw(st.booleans()):
+            attribute = draw(st.sampled_from(schema))
+            value = draw(st.integers(0, 2))
+            choices: list[Predicate] = [
+                Comparison(attribute, "=", value),
+                Comparison(attribute, "!=", value),
+                Membership(attribute, (value,)),
+            ]
+            where = draw(st.sampled_from(choices))
+        wheres[name] = where
+    rows = {}
+    for name, schema in views.items():
+        drawn = draw(st.lists(st.fixed_dictionaries(dict.fromkeys(schema, VALUES)), max_size=6))
+        where = wheres[name]
+        rows[name] = [row for row in drawn if where is None or evaluate(where, row) is True]
+    return {
+        "attributes": attributes,
+        "identifiers": identifiers,
+        "sensitive": sensitive,
+        "views": views,
+        "wheres": wheres,
+        "rows": rows,
+        "k": draw(st.sampled_from([2, 3])),
+    }
+
+
+def _check(history: dict[str, Any], kept_tasks: int) -> LinkageCheck:
+    return LinkageCheck(
+        views=tuple(ViewDefinition(name, schema, history["wheres"][name]) for name, schema in history["views"].items()),
+        identifiers=history["identifiers"],
+        sensitive=history["sensitive"],
+        attribute_order=history["attributes"],
+        k=history["k"],
+        kept_tasks=kept_tasks,
+    )
+
+
+def _frames(history: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict[str, pl.DataFrame]:
+    return {
+        name: pl.DataFrame(rows.get(name, []), schema=dict.fromkeys(schema, pl.Int64))
+        for name, schema in history["views"].items()
+    }
+
+
+def _reference(history: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> set[tuple[Any, ...]]:
+    return linkage_reference(
+        history["views"], rows, list(history["identifiers"]), list(history["sensitive"]), history["k"]
+    )
+
+
+#: A ring of six views with two chords (found by a random search against the reference): A = 0 is
+#: disclosed only at level 6, in two channels; A = 1 at level 3. With two levels kept, the search walks
+#: levels 3 to 6 for A = 0.
+_RING: dict[str, Any] = {
+    "attributes": ATTRIBUTES,
+    "identifiers": ("A",),
+    "sensitive": ("D",),
+    "views": {
+        "v0": ("A", "B"),
+        "v1": ("B", "C"),
+        "v2": ("C", "D"),
+        "v3": ("D", "E"),
+        "v4": ("E", "F"),
+        "v5": ("A", "F"),
+        "v6": ("B", "C"),
+        "v7": ("B", "E"),
+    },
+    "wheres": dict.fromkeys([f"v{i}" for i in range(8)]),
+    "rows": {
+        "v0": [{"A": 0, "B": 1}, {"A": 1, "B": 0}],
+        "v1": [{"B": 1, "C": 0}, {"B": 1, "C": 1}, {"B": 0, "C": 0}],
+        "v2": [{"C": 1, "D": 0}, {"C": 0, "D": 1}],
+        "v3": [{"D": 0, "E": 0}, {"D": 0, "E": 1}, {"D": 1, "E": 0}],
+        "v4": [{"E": 1, "F": 1}, {"E": 0, "F": 0}],
+        "v5": [{"A": 0, "F": 0}, {"A": 1, "F": 0}, {"A": 0, "F": 1}],
+        "v6": [{"B": 0, "C": 1}, {"B": 0, "C": 0}],
+        "v7": [{"B": 1, "E": 0}, {"B": 0, "E": 1}, {"B": 0, "E": 0}],
+    },
+    "k": 2,
+}
+
+
+@pytest.mark.parametrize("kept_tasks", BUDGETS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+@example(history=_RING)
+def test_searched_levels_equal_brute_force(kept_tasks: int, history: dict[str, Any]) -> None:
+    check = _check(history, kept_tasks)
+    assert finding_tuples(run_linkage(check, _frames(history, history["rows"]))) == _reference(history, history["rows"])
+
+
+def test_the_ring_is_searched_to_its_top() -> None:
+    """The example above, with two levels kept: A = 0 found at level 6 in both its channels."""
+    check = _check(_RING, 0)
+    assert not check.complete
+    findings = run_linkage(check, _frames(_RING, _RING["rows"]))
+    assert sorted((f.identifier_value, f.level, len(f.channels)) for f in findings) == [(0, 6, 2), (1, 3, 1)]
+    assert finding_tuples(findings) == _reference(_RING, _RING["rows"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(selections=True))
+def test_searched_levels_with_selections_equal_every_level_kept(history: dict[str, Any]) -> None:
+    """With selections a lower channel may be unproven and a higher one the certain one: the search goes on
+    until a proven channel; the findings (certain or not) equal those of the check keeping every level."""
+    frames = _frames(history, history["rows"])
+    searched = run_linkage(_check(history, 0), frames)
+    kept = run_linkage(_check(history, 100_000), frames)
+    assert [(f.id, f.certain, f.channels) for f in searched] == [(f.id, f.certain, f.channels) for f in kept]
+    naive = {found[:3] for found in _reference(history, history["rows"])}
+    assert {(f.identifier_attribute, f.identifier_value, f.sensitive_attribute) for f in searched} == naive
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.randoms(use_true_random=False))
+def test_searched_levels_follow_additions_and_withdrawals(history: dict[str, Any], rng: Any) -> None:
+    """Rows added and withdrawn at random, views emptied and filled again: after every batch the findings
+    are the reference's over the rows present, the raised/cleared stream replays to them, and a state
+    that went through bytes agrees."""
+    check = _check(history, 0)
+    live: dict[str, Any] = {}
+    state = check.initialize()
+    for added, withdrawn, present in additions_and_withdrawals(history["rows"], rng, republish=0):
+        delta = check.update(
+            state,
+            {name: frame for name, frame in _frames(history, added).items() if name in added},
+            retracted={name: frame for name, frame in _frames(history, withdrawn).items() if name in withdrawn},
+        )
+        for finding in delta.cleared:
+            live.pop(finding.id, None)
+        for finding in delta.raised:
+            live[finding.id] = finding
+        findings = check.result(state)
+        assert finding_tuples(findings) == _reference(history, present)
+        assert sorted(live) == sorted(f.id for f in findings)
+        if rng.random() < 0.2:
+            state = LinkageState.from_bytes(state.to_bytes())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_impact_of_withholding_a_view_is_the_closure_of_the_others(history: dict[str, Any]) -> None:
+    """``result(without=...)`` (``check --impact``) with the search: the findings of the other views alone."""
+    check = _check(history, 0)
+    state = check.initialize()
+    check.update(state, _frames(history, history["rows"]))
+    withheld = sorted(history["views"])[0]
+    others = {name: schema for name, schema in history["views"].items() if name != withheld}
+    alone = {**history, "views": others, "rows": {name: history["rows"][name] for name in others}}
+    assert finding_tuples(check.result(state, without=frozenset([withheld]))) == _reference(alone, alone["rows"])
