@@ -45,6 +45,9 @@ def timed_run(
         "by_level": {str(level): count for level, count in report.by_level().items()},
         "by_check": report.by_check(),
         "tasks": sum(summary.tasks for summary in report.checks),
+        "searched_below": sum(
+            1 for f in report.findings if isinstance(f, LinkageFinding) and f.searched_below is not None
+        ),
     }
     if duckdb_timeout is not None:
         # DuckDB is a bench-only extra: imported only when the baseline is asked for.

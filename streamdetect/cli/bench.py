@@ -65,6 +65,19 @@ def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) 
     click.echo(f"wrote {table.height:,} rows (Adult: {source}, seed {seed}) and six views; topology {path}")
 
 
+@generate.command("many-views")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--views", default=12, show_default=True, type=click.IntRange(min=2), help="Views released.")
+@click.option("--rows", default=2000, show_default=True, type=click.IntRange(min=1), help="Rows of the table.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the table and of the views' schemas.")
+def generate_many_views_command(out_dir: Path, views: int, rows: int, seed: int) -> None:
+    """A long publication history: one table released as many views of two or three attributes."""
+    from streamdetect.bench.many_views import write_many_views
+
+    path = write_many_views(out_dir, views, rows, seed)
+    click.echo(f"wrote {rows:,} rows and {views} views; topology {path}")
+
+
 def _child(topology: Path, k: int | None, duckdb_timeout: float | None, checks: tuple[str, ...]) -> dict[str, Any]:
     command = [sys.executable, "-m", "streamdetect.bench.runner", str(topology)]
     for name in checks:
@@ -135,6 +148,37 @@ def run_command(
         )
         if baseline["agrees"] is not None:
             console.print(f"DuckDB findings {'agree' if baseline['agrees'] else 'DISAGREE'} with streamdetect's")
+
+
+@bench.command("many-views")
+@click.option("--views", default=12, show_default=True, type=click.IntRange(min=2), help="Views released.")
+@click.option("--rows", default=2000, show_default=True, type=click.IntRange(min=1), help="Rows of the table.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the table and of the views' schemas.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
+@click.option("--json", "as_json", is_flag=True, help="Print the measurements as JSON.")
+def many_views_command(views: int, rows: int, seed: int, repeat: int, as_json: bool) -> None:
+    """Time linkage over a generated history of --views views (``bench generate many-views``), each run in
+    a fresh process: wall time, peak memory, findings per level, values whose search stopped."""
+    import tempfile
+
+    from rich.console import Console
+
+    from streamdetect.bench.many_views import write_many_views
+
+    with tempfile.TemporaryDirectory(prefix="streamdetect-many-views-") as folder:
+        topology = write_many_views(Path(folder), views, rows, seed)
+        runs = [_child(topology, None, None, ("linkage",)) for _ in range(repeat)]
+    median = {key: statistics.median(r[key] for r in runs) for key in ("load_s", "check_s", "wall_s", "peak_mb")}
+    first = runs[0]
+    if as_json:
+        click.echo(json.dumps({"views": views, "rows": rows, "seed": seed, "runs": runs, "median": median}))
+        return
+    levels = ", ".join(f"level {level}: {count:,}" for level, count in first["by_level"].items())
+    Console().print(
+        f"{views} views over {rows:,} rows (seed {seed}), {repeat} runs: wall {median['wall_s']:.2f} s "
+        f"(check {median['check_s']:.2f} s), peak RSS {median['peak_mb']:.0f} MB; "
+        f"{first['findings']:,} findings ({levels}); {first['searched_below']:,} reported where the search stopped"
+    )
 
 
 @bench.command("anonymity")

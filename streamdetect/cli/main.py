@@ -29,9 +29,12 @@ from streamdetect.model.limits import MAX_K
 
 if TYPE_CHECKING:
     import polars as pl
+    from rich.table import Table
 
     from streamdetect.engine import FailOn, Finding, Report
     from streamdetect.model.topology import Topology
+    from streamdetect.relational.closure import Channel
+    from streamdetect.relational.universal import ChannelSize
 
 # The commands import what they compute with in their bodies: `--help` and a bad option load none of it.
 
@@ -349,19 +352,50 @@ def _finding_in_report(path: Path, reference: str) -> Finding:
     help="Write the merged universal-relation stream (every joined view over the union schema) to this Parquet file.",
 )
 @click.option("--max-rows", default=100_000, show_default=True, help="Rows per channel in --universal.")
+@click.option(
+    "--channels",
+    "holding",
+    metavar="VIEW[,VIEW...]",
+    help="List only the channels holding these views (every connected set of views grows with their number).",
+)
+@click.option(
+    "--max-channels",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Refuse, before any join, a listing of more channels than this.",
+)
+@click.option("--counts/--no-counts", default=True, show_default=True, help="Count each joined view's rows.")
 @fail_cleanly
 def closure(
-    topology: Path, as_json: bool, output_format: str, max_level: int | None, universal: Path | None, max_rows: int
+    topology: Path,
+    as_json: bool,
+    output_format: str,
+    max_level: int | None,
+    universal: Path | None,
+    max_rows: int,
+    holding: str | None,
+    max_channels: int,
+    counts: bool,
 ) -> None:
-    """List TOPOLOGY's channels (connected sets of views) by level, with schemas and exact row counts."""
+    """List TOPOLOGY's channels (connected sets of views) by level, with schemas and exact row counts.
+
+    The closure grows with the connected sets of views (exponentially, over many views): the listing is
+    refused past --max-channels, before any join, naming the level; bound it with --max-level or list
+    the channels holding some views with --channels."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.progress import Progress
 
     from streamdetect.check_plan import plan_checks
     from streamdetect.engine import run_checks
     from streamdetect.io.sources import load_data, load_views
     from streamdetect.io.topology_file import load_topology
-    from streamdetect.relational.universal import channel_sizes, universal_relation
+    from streamdetect.relational.universal import (
+        ClosureTooLarge,
+        channel_sizes,
+        channels_up_to,
+        universal_relation,
+    )
     from streamdetect.reporting.dot import view_graph_dot
 
     model = load_topology(topology)
@@ -372,37 +406,84 @@ def closure(
         channels = {channel for f in report.findings for channel in f.channels_shown}
         click.echo(view_graph_dot(model.name, model.views, sorted(channels)), nl=False)
         return
-    views = load_views(model)
-    levels = channel_sizes(model.views, views, model.table.attributes, max_level)
+    names = {view.name for view in model.views}
+    held = frozenset(name.strip() for name in holding.split(",") if name.strip()) if holding else frozenset()
+    if held - names:
+        raise TopologyError(f"--channels names views the topology does not define: {', '.join(sorted(held - names))}")
+    try:
+        listed = channels_up_to(model.views, model.table.attributes, max_level, holding=held, limit=max_channels)
+    except ClosureTooLarge as error:
+        raise TopologyError(str(error)) from None
+    sizes: list[list[ChannelSize]] | None = None
+    if counts:
+        views = load_views(model)
+        with Progress(console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
+            task = bar.add_task("counting joined rows", total=sum(len(level) for level in listed))
+            sizes = channel_sizes(
+                model.views,
+                views,
+                model.table.attributes,
+                max_level,
+                holding=held,
+                progress=lambda done, _total: bar.update(task, completed=done),
+            )
+    rows_of = {size.channel: size for level in sizes or [] for size in level}
     if as_json or output_format == "json":
-        document = [
-            {
-                "level": size.channel.level,
-                "views": list(size.channel.views),
-                "attributes": list(size.channel.attributes),
-                "rows": int(size.rows) if size.exact else size.rows,
-                "exact": size.exact,
-            }
-            for level in levels
-            for size in level
-        ]
-        click.echo(json.dumps(document))
+        click.echo(json.dumps(_closure_document(listed, rows_of if counts else None)))
     else:
         console = Console()
-        for number, level in enumerate(levels, start=1):
-            table = Table(title=f"level {number}: {len(level)} channel(s)", title_justify="left")
-            table.add_column("views")
-            table.add_column("schema")
-            table.add_column("rows", justify="right")
-            for size in level:
-                rows = f"{int(size.rows):,}" if size.exact else f"~{size.rows:.3g} (approximate)"
-                table.add_row(size.channel.label, ", ".join(size.channel.attributes), rows)
+        for table in _closure_tables(listed, rows_of if counts else None):
             console.print(table)
+    if universal is not None:
+        views = load_views(model)
     if universal is not None:
         merged = universal_relation(model.views, views, model.table.attributes, max_rows, max_level)
         universal.parent.mkdir(parents=True, exist_ok=True)
         merged.write_parquet(universal)
         click.echo(f"wrote {merged.height:,} rows to {universal} (at most {max_rows:,} per channel)", err=True)
+
+
+def _closure_document(
+    listed: list[list[Channel]], rows_of: dict[Channel, ChannelSize] | None
+) -> list[dict[str, object]]:
+    """``closure --json``: per channel its level, views, attributes and (with counts) rows."""
+    document = []
+    for level in listed:
+        for channel in level:
+            entry: dict[str, object] = {
+                "level": channel.level,
+                "views": list(channel.views),
+                "attributes": list(channel.attributes),
+            }
+            if rows_of is not None:
+                size = rows_of[channel]
+                entry["rows"] = int(size.rows) if size.exact else size.rows
+                entry["exact"] = size.exact
+            document.append(entry)
+    return document
+
+
+def _closure_tables(listed: list[list[Channel]], rows_of: dict[Channel, ChannelSize] | None) -> list[Table]:
+    """``closure``: a table per non-empty level."""
+    from rich.table import Table
+
+    tables = []
+    for number, level in enumerate(listed, start=1):
+        if not level:
+            continue
+        table = Table(title=f"level {number}: {len(level)} channel(s)", title_justify="left")
+        table.add_column("views")
+        table.add_column("schema")
+        if rows_of is not None:
+            table.add_column("rows", justify="right")
+        for channel in level:
+            cells = [channel.label, ", ".join(channel.attributes)]
+            if rows_of is not None:
+                size = rows_of[channel]
+                cells.append(f"{int(size.rows):,}" if size.exact else f"~{size.rows:.3g} (approximate)")
+            table.add_row(*cells)
+        tables.append(table)
+    return tables
 
 
 cli.add_command(bench)

@@ -80,15 +80,21 @@ def iter_levels(
     views: Sequence[ViewDefinition],
     attribute_order: Sequence[str],
     max_level: int | None = None,
+    holding: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[list[Channel], set[frozenset[str]]]]:
-    """The leveled closure, one level at a time: the channels of n views (sorted) with their view sets,
-    for n = 1, 2, ... up to ``max_level``. Lazy, so a caller may stop where the levels grow too many."""
+    """The leveled closure, one level at a time: the channels of n views (sorted) with the view sets the
+    next level grows from, for n = 1, 2, ... up to ``max_level``. Lazy, so a caller may stop where the
+    levels grow too many. ``holding``: only the channels holding these views (grown from them one
+    neighbour at a time; every connected superset arises so), the levels below their number empty."""
     graph = view_graph(views)
     limit = len(views) if max_level is None else min(max_level, len(views))
-    level: set[frozenset[str]] = {frozenset([view.name]) for view in views}
-    done = 0
+    done = len(holding) - 1 if holding else 0
+    level: set[frozenset[str]] = {holding} if holding else {frozenset([view.name]) for view in views}
+    for _ in range(min(done, limit)):
+        yield [], set()
     while level and done < limit:
-        yield as_channels(views, level, attribute_order), level
+        connected = {members for members in level if nx.is_connected(graph.subgraph(members))} if holding else level
+        yield as_channels(views, connected, attribute_order), level
         done += 1
         level = grow(graph, level)
 

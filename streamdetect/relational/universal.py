@@ -6,13 +6,13 @@ channel and level as extra columns; each channel capped at a row count, with its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from streamdetect.model.topology import ViewDefinition
-from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.closure import Channel, channels_by_level, iter_levels
 from streamdetect.relational.join_count import EXACT_LIMIT, join_count
 from streamdetect.relational.materialise import materialise
 
@@ -36,17 +36,58 @@ def _relations(channel: Channel, views: Mapping[str, pl.DataFrame]) -> dict[str,
     return {name: views[name].unique() for name in channel.views}
 
 
+class ClosureTooLarge(ValueError):
+    """The closure has more channels than a listing was allowed."""
+
+
+def channels_up_to(
+    definitions: Sequence[ViewDefinition],
+    attribute_order: Sequence[str],
+    max_level: int | None = None,
+    *,
+    holding: frozenset[str] = frozenset(),
+    limit: int | None = None,
+) -> list[list[Channel]]:
+    """The channels of the closure by level (those holding ``holding``), enumerated level by level;
+    raises :class:`ClosureTooLarge` naming the level at which they pass ``limit``, before any join."""
+    levels: list[list[Channel]] = []
+    total = 0
+    for channels, _ in iter_levels(definitions, attribute_order, max_level, holding):
+        total += len(channels)
+        if limit is not None and total > limit:
+            raise ClosureTooLarge(
+                f"the closure passes {limit:,} channels at level {len(levels) + 1} ({total:,} so far, "
+                f"{len(definitions)} views): bound it with --max-level {len(levels) or 1}, list the channels "
+                "holding some views with --channels, or raise --max-channels"
+            )
+        levels.append(channels)
+    return levels
+
+
 def channel_sizes(
     definitions: Sequence[ViewDefinition],
     views: Mapping[str, pl.DataFrame],
     attribute_order: Sequence[str],
     max_level: int | None = None,
+    *,
+    holding: frozenset[str] = frozenset(),
+    limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[list[ChannelSize]]:
-    """Every channel of the closure with its joined view's row count, by level; no join materialised."""
-    return [
-        [ChannelSize(channel, join_count(_relations(channel, views))) for channel in level]
-        for level in channels_by_level(definitions, attribute_order, max_level)
-    ]
+    """Every channel of the closure (holding ``holding``) with its joined view's row count, by level; no
+    join materialised. ``progress(done, total)`` after each count."""
+    levels = channels_up_to(definitions, attribute_order, max_level, holding=holding, limit=limit)
+    total = sum(len(level) for level in levels)
+    sizes: list[list[ChannelSize]] = []
+    done = 0
+    for level in levels:
+        sizes.append([])
+        for channel in level:
+            sizes[-1].append(ChannelSize(channel, join_count(_relations(channel, views))))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return sizes
 
 
 def universal_relation(

@@ -75,7 +75,7 @@ def histories(draw: st.DrawFn, selections: bool = False) -> dict[str, Any]:
     }
 
 
-def _check(history: dict[str, Any], kept_tasks: int) -> LinkageCheck:
+def _check(history: dict[str, Any], kept_tasks: int, pairs_from: int = 2_000) -> LinkageCheck:
     return LinkageCheck(
         views=tuple(ViewDefinition(name, schema, history["wheres"][name]) for name, schema in history["views"].items()),
         identifiers=history["identifiers"],
@@ -83,6 +83,7 @@ def _check(history: dict[str, Any], kept_tasks: int) -> LinkageCheck:
         attribute_order=history["attributes"],
         k=history["k"],
         kept_tasks=kept_tasks,
+        pairs_from=pairs_from,
     )
 
 
@@ -131,18 +132,19 @@ _RING: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("kept_tasks", BUDGETS)
+@pytest.mark.parametrize(("kept_tasks", "pairs_from"), [(0, 0), *((budget, 2_000) for budget in BUDGETS)])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
 @example(history=_RING)
-def test_searched_levels_equal_brute_force(kept_tasks: int, history: dict[str, Any]) -> None:
-    check = _check(history, kept_tasks)
+def test_searched_levels_equal_brute_force(kept_tasks: int, pairs_from: int, history: dict[str, Any]) -> None:
+    """``pairs_from`` 0: every search first finds the pairs of views the channels must meet."""
+    check = _check(history, kept_tasks, pairs_from)
     assert finding_tuples(run_linkage(check, _frames(history, history["rows"]))) == _reference(history, history["rows"])
 
 
 def test_the_ring_is_searched_to_its_top() -> None:
     """The example above, with two levels kept: A = 0 found at level 6 in both its channels."""
-    check = _check(_RING, 0)
+    check = _check(_RING, 0, pairs_from=0)
     assert not check.complete
     findings = run_linkage(check, _frames(_RING, _RING["rows"]))
     assert sorted((f.identifier_value, f.level, len(f.channels)) for f in findings) == [(0, 6, 2), (1, 3, 1)]
@@ -150,12 +152,12 @@ def test_the_ring_is_searched_to_its_top() -> None:
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories(selections=True))
-def test_searched_levels_with_selections_equal_every_level_kept(history: dict[str, Any]) -> None:
+@given(histories(selections=True), st.sampled_from([0, 2_000]))
+def test_searched_levels_with_selections_equal_every_level_kept(history: dict[str, Any], pairs_from: int) -> None:
     """With selections a lower channel may be unproven and a higher one the certain one: the search goes on
     until a proven channel; the findings (certain or not) equal those of the check keeping every level."""
     frames = _frames(history, history["rows"])
-    searched = run_linkage(_check(history, 0), frames)
+    searched = run_linkage(_check(history, 0, pairs_from), frames)
     kept = run_linkage(_check(history, 100_000), frames)
     assert [(f.id, f.certain, f.channels) for f in searched] == [(f.id, f.certain, f.channels) for f in kept]
     naive = {found[:3] for found in _reference(history, history["rows"])}
@@ -163,12 +165,12 @@ def test_searched_levels_with_selections_equal_every_level_kept(history: dict[st
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories(), st.randoms(use_true_random=False))
-def test_searched_levels_follow_additions_and_withdrawals(history: dict[str, Any], rng: Any) -> None:
+@given(histories(), st.randoms(use_true_random=False), st.sampled_from([0, 2_000]))
+def test_searched_levels_follow_additions_and_withdrawals(history: dict[str, Any], rng: Any, pairs_from: int) -> None:
     """Rows added and withdrawn at random, views emptied and filled again: after every batch the findings
     are the reference's over the rows present, the raised/cleared stream replays to them, and a state
     that went through bytes agrees."""
-    check = _check(history, 0)
+    check = _check(history, 0, pairs_from)
     live: dict[str, Any] = {}
     state = check.initialize()
     for added, withdrawn, present in additions_and_withdrawals(history["rows"], rng, republish=0):
@@ -189,10 +191,10 @@ def test_searched_levels_follow_additions_and_withdrawals(history: dict[str, Any
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories())
-def test_impact_of_withholding_a_view_is_the_closure_of_the_others(history: dict[str, Any]) -> None:
+@given(histories(), st.sampled_from([0, 2_000]))
+def test_impact_of_withholding_a_view_is_the_closure_of_the_others(history: dict[str, Any], pairs_from: int) -> None:
     """``result(without=...)`` (``check --impact``) with the search: the findings of the other views alone."""
-    check = _check(history, 0)
+    check = _check(history, 0, pairs_from)
     state = check.initialize()
     check.update(state, _frames(history, history["rows"]))
     withheld = sorted(history["views"])[0]

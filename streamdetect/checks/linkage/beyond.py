@@ -41,6 +41,10 @@ from streamdetect.relational.linked_values import SharedWork, linked_values
 #: ``(channels joined, channels of the levels walked so far)``, after each channel.
 SearchProgress = Callable[[int, int], None]
 
+#: A group of open codes: their component, the views every channel disclosing them holds, and pairs of
+#: views of which such a channel holds one or both.
+Group = tuple[frozenset[str], frozenset[str], frozenset[frozenset[str]]]
+
 _EMPTY = pl.DataFrame(
     schema={"_level": pl.UInt32, "_views": pl.List(pl.String), "_values": pl.List(CODE), "_proven": pl.Boolean}
 )
@@ -152,10 +156,12 @@ class _Search:
         self.found = Found(identifier)
         self.shared = SharedWork(state.caps)
         self.restricted: dict[tuple[int, bytes], pl.DataFrame] = {}
-        #: (component, views every disclosing channel holds) -> the open codes of that kind
-        self.groups: dict[tuple[frozenset[str], frozenset[str]], Codes] = {}
+        #: the open codes by group
+        self.groups: dict[Group, Codes] = {}
         #: per group, the view sets grown from its required views so far (their size, the sets)
-        self.grown: dict[tuple[frozenset[str], frozenset[str]], tuple[int, set[frozenset[str]]]] = {}
+        self.grown: dict[Group, tuple[int, set[frozenset[str]]]] = {}
+        #: the components whose pairs were joined
+        self.paired: set[frozenset[str]] = set()
 
     def _linked(self, channel: Channel, codes: Codes) -> pl.DataFrame | None:
         """The capped sets of ``codes`` in ``channel`` from the rows present (None: the join is empty). The
@@ -197,7 +203,7 @@ class _Search:
         check = self.check
         members = frozenset(top.views)
         if check.max_level is not None and top.level > check.max_level:
-            self.groups[(members, frozenset())] = active
+            self.groups[(members, frozenset(), frozenset())] = active
             return
         pairs = self._linked(top, active)
         if pairs is None:
@@ -227,7 +233,44 @@ class _Search:
         for code, views in required.items():
             by_need.setdefault(frozenset(views), []).append(code)
         for needed, grouped in by_need.items():
-            self.groups[(members, needed)] = np.array(sorted(grouped), dtype=np.uint32)
+            self.groups[(members, needed, frozenset())] = np.array(sorted(grouped), dtype=np.uint32)
+
+    def _saturated_without(self, component: frozenset[str], left_out: frozenset[str], codes: Codes) -> Codes:
+        """The codes linked to k or more values in every part of ``component`` without ``left_out`` that
+        holds E and S (all of them when none does): every channel disclosing them meets ``left_out``."""
+        check = self.check
+        rest = tuple(view for view in check.views if view.name in component and view.name not in left_out)
+        saturated = codes
+        for part in components(rest, check.attribute_order):
+            if self.identifier in part.attributes and self.sensitive in part.attributes:
+                saturated = np.intersect1d(saturated, self._saturated(part, saturated))
+                if not saturated.size:
+                    break
+        return saturated
+
+    def _pair(self, component: frozenset[str]) -> None:
+        """Regroup the component's open codes by the pairs of views their disclosing channels must meet:
+        a pair whose removal leaves a code with k values everywhere (:meth:`_saturated_without`). A
+        channel of few views must then hold one view of each such pair: the pairs are edges it covers."""
+        self.paired.add(component)
+        keys = [key for key in self.groups if key[0] == component]
+        codes = np.unique(np.concatenate([self.groups[key] for key in keys]))
+        needed = {int(code): key[1] for key in keys for code in self.groups[key].tolist()}
+        clauses: dict[int, set[frozenset[str]]] = {int(code): set() for code in codes}
+        views = sorted(component)
+        for i, first in enumerate(views):
+            for second in views[i + 1 :]:
+                pair = frozenset((first, second))
+                for code in self._saturated_without(component, pair, codes).tolist():
+                    if not pair & needed[code]:
+                        clauses[code].add(pair)
+        regrouped: dict[Group, list[int]] = {}
+        for code in codes.tolist():
+            regrouped.setdefault((component, needed[code], frozenset(clauses[code])), []).append(code)
+        for key in keys:
+            del self.groups[key]
+        for key, grouped in regrouped.items():
+            self.groups[key] = np.array(sorted(grouped), dtype=np.uint32)
 
     def candidates(self, level: int, budget: int) -> list[tuple[Channel, Codes]]:
         """The channels of ``level`` views some open code may be disclosed in (holding E, S and the views
@@ -236,9 +279,12 @@ class _Search:
         Groups whose channels would take the joins past ``budget`` (cheapest groups first) leave the
         search unsettled at this level (:attr:`Found.unsettled`)."""
         check = self.check
+        for key in list(self.groups):
+            if key[0] not in self.paired and level < len(key[0]) and self._grow(key, level, check.pairs_from) is None:
+                self._pair(key[0])
         wanted: dict[frozenset[str], list[Codes]] = {}
         costs = {key: len(self.grown[key][1]) if key in self.grown else 1 for key in self.groups}
-        for key in sorted(self.groups, key=lambda key: (costs[key], sorted(key[1]))):
+        for key in sorted(self.groups, key=lambda key: (costs[key], sorted(key[1]), sorted(map(sorted, key[2])))):
             component = key[0]
             codes = self.groups[key]
             if level >= len(component):
@@ -259,14 +305,16 @@ class _Search:
             if self.identifier in channel.attributes and self.sensitive in channel.attributes
         ]
 
-    def _grow(self, key: tuple[frozenset[str], frozenset[str]], level: int, budget: int) -> set[frozenset[str]] | None:
+    def _grow(self, key: Group, level: int, budget: int) -> set[frozenset[str]] | None:
         """The connected view sets of ``level`` views inside the group's component holding its required
-        views: grown from them one neighbour at a time (every connected superset arises so: while a
-        proper subset of it holds the required views, some view of it neighbours that subset). None when
-        they, or the sets on the way, are more than ``budget``."""
-        component, needed = key
+        views (and one view of each of its pairs): grown from them one neighbour at a time (every
+        connected superset arises so: while a proper subset of it holds the required views, some view of
+        it neighbours that subset). None when they, or the sets on the way, are more than ``budget``."""
+        component, needed, pairs = key
         if len(needed) > level:
             return set()
+        if pairs:
+            return self._covering(key, level, budget)
         if key not in self.grown:
             first = len(self.check.levels)
             if needed or first < 1:
@@ -288,6 +336,33 @@ class _Search:
             self.grown[key] = (size, sets)
         connected = {views for views in sets if _connected(neighbours, views)}
         return connected if len(connected) <= budget else None
+
+    def _covering(self, key: Group, level: int, budget: int) -> set[frozenset[str]] | None:
+        """:meth:`_grow` for a group with pairs: the sets of at most ``level`` views holding the required
+        views and one of each pair (branching on the first pair not met: every such set contains one
+        found so), each grown to ``level`` views as :meth:`_grow` grows."""
+        component, needed, pairs = key
+        ordered = sorted(pairs, key=sorted)
+        covers: set[frozenset[str]] = set()
+
+        def branch(chosen: frozenset[str]) -> None:
+            unmet = next((pair for pair in ordered if not pair & chosen), None)
+            if unmet is None:
+                covers.add(chosen)
+            elif len(chosen) < level:
+                for view in sorted(unmet):
+                    branch(chosen | {view})
+
+        branch(needed)
+        found: set[frozenset[str]] = set()
+        for cover in covers:
+            grown = self._grow((component, cover, frozenset()), level, budget - len(found))
+            if grown is None:
+                return None
+            found |= grown
+            if len(found) > budget:
+                return None
+        return found
 
     def resolve(self, done: Codes) -> None:
         """Close the codes ``done`` (disclosed with nothing to prove at the level just searched)."""

@@ -44,6 +44,10 @@ KEPT_TASKS = 128
 #: stopped at (``LinkageFinding.searched_below``).
 SEARCH_BUDGET = 20_000
 
+#: A search whose open values of a component would be joined in more channels than this at the next
+#: level first finds the pairs of views their disclosing channels must meet (``beyond.py``).
+PAIRS_FROM = 2_000
+
 #: A task whose step adds to several of its views computes the whole sets of the codes it can change
 #: (live ones, or unsaturated ones) instead of one delta join per view, when they are at most this many.
 FEW_CODES = 64
@@ -63,6 +67,7 @@ class _Tasks:
     few_codes: int = FEW_CODES
     kept_tasks: int = KEPT_TASKS
     search_budget: int = SEARCH_BUDGET
+    pairs_from: int = PAIRS_FROM
 
     @cached_property
     def _kept(self) -> tuple[list[list[Channel]], set[frozenset[str]], bool]:
