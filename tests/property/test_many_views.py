@@ -11,6 +11,7 @@ of the check keeping every level, and their subjects the naive joins' disclosure
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import polars as pl
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from streamdetect.checks.linkage import LinkageCheck, LinkageState
 from streamdetect.model.predicates import Comparison, Membership, Predicate, evaluate
 from streamdetect.model.topology import ViewDefinition
-from tests.reference import finding_tuples, linkage_reference
+from tests.reference import connected, finding_tuples, linkage_reference, natural_join
 from tests.registered import run_linkage
 from tests.steps import additions_and_withdrawals
 from tests.strategies import roles
@@ -201,3 +202,47 @@ def test_impact_of_withholding_a_view_is_the_closure_of_the_others(history: dict
     others = {name: schema for name, schema in history["views"].items() if name != withheld}
     alone = {**history, "views": others, "rows": {name: history["rows"][name] for name in others}}
     assert finding_tuples(check.result(state, without=frozenset([withheld]))) == _reference(alone, alone["rows"])
+
+
+def _linked(history: dict[str, Any], members: tuple[str, ...], identifier: str, sensitive: str) -> dict[Any, set[Any]]:
+    """Brute force: per identifier value, the sensitive values the join of ``members`` links it to."""
+    joined = natural_join([history["rows"][name] for name in members])
+    linked: dict[Any, set[Any]] = {}
+    for row in joined:
+        if row.get(identifier) is not None and row.get(sensitive) is not None:
+            linked.setdefault(row[identifier], set()).add(row[sensitive])
+    return linked
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.sampled_from([0, 2_000]))
+@example(history=_RING, pairs_from=2_000)
+def test_a_stopped_search_reports_a_channel_with_no_view_to_spare(history: dict[str, Any], pairs_from: int) -> None:
+    """With no joins to spare the search stops at once: every disclosed value is still reported (the
+    subjects of the reference), at a level no lower than its minimal one, and a value the search stopped
+    for in a channel that discloses it and with no view to spare (none can be taken out and leave a
+    connected channel holding E and S that discloses it)."""
+    check = dataclasses.replace(_check(history, 0, pairs_from), search_budget=0)
+    findings = run_linkage(check, _frames(history, history["rows"]))
+    expected = {found[:3]: found[3] for found in _reference(history, history["rows"])}
+    assert {(f.identifier_attribute, f.identifier_value, f.sensitive_attribute) for f in findings} == set(expected)
+    views = history["views"]
+    for finding in findings:
+        key = (finding.identifier_attribute, finding.identifier_value, finding.sensitive_attribute)
+        assert finding.level >= expected[key]
+        if finding.searched_below is None:
+            assert finding.level == expected[key]
+            continue
+        assert finding.searched_below <= finding.level
+        channel = finding.views
+        linked = _linked(history, channel, finding.identifier_attribute, finding.sensitive_attribute)
+        assert 0 < len(linked.get(finding.identifier_value, ())) < history["k"]
+        for view in channel:
+            rest = tuple(name for name in channel if name != view)
+            schema = {a for name in rest for a in views[name]}
+            if not rest or not connected(views, rest):
+                continue
+            if finding.identifier_attribute not in schema or finding.sensitive_attribute not in schema:
+                continue
+            smaller = _linked(history, rest, finding.identifier_attribute, finding.sensitive_attribute)
+            assert not 0 < len(smaller.get(finding.identifier_value, ())) < history["k"]

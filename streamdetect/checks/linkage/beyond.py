@@ -22,6 +22,7 @@ combinatorially with the views (docs/design.md, "Many views").
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -141,6 +142,8 @@ class _Beyond(_Projections):
                     resolved.append(disclosed[proven(channel, disclosed)])
             if resolved:
                 search.resolve(np.unique(np.concatenate(resolved)))
+        if found.unsettled:
+            search.descend(found.joined + self.descent_budget)
         return found
 
 
@@ -162,6 +165,8 @@ class _Search:
         self.grown: dict[Group, tuple[int, set[frozenset[str]]]] = {}
         #: the components whose pairs were joined
         self.paired: set[frozenset[str]] = set()
+        #: per component joined whole, the codes it discloses
+        self.top_disclosed: dict[frozenset[str], Codes] = {}
 
     def _linked(self, channel: Channel, codes: Codes) -> pl.DataFrame | None:
         """The capped sets of ``codes`` in ``channel`` from the rows present (None: the join is empty). The
@@ -211,6 +216,7 @@ class _Search:
         else:
             linked = pairs.get_column(self.identifier).to_numpy()
             disclosed = self.found.add(top, pairs, self.sensitive, check.k)
+            self.top_disclosed[members] = disclosed
             codes = np.union1d(np.setdiff1d(active, linked), disclosed)
         if not codes.size:
             return
@@ -291,9 +297,17 @@ class _Search:
                 continue  # the top, joined already
             grown = self._grow(key, level, budget)
             if grown is None:
-                self.found.unsettled.update(dict.fromkeys(codes.tolist(), level))
-                del self.groups[key]
-                continue
+                # Past the budget a value the top discloses is reported there (or lower, :meth:`descend`);
+                # one the top does not link has no channel to be reported in yet: its search goes on.
+                reportable = np.intersect1d(codes, self.top_disclosed.get(component, codes[:0]))
+                self.found.unsettled.update(dict.fromkeys(reportable.tolist(), level))
+                codes = np.setdiff1d(codes, reportable).astype(np.uint32)
+                if not codes.size:
+                    del self.groups[key]
+                    continue
+                self.groups[key] = codes
+                grown = self._grow(key, level, sys.maxsize)
+                assert grown is not None
             fresh = sum(1 for views in grown if views not in wanted)
             budget -= fresh
             for views in grown:
@@ -363,6 +377,41 @@ class _Search:
             if len(found) > budget:
                 return None
         return found
+
+    def descend(self, limit: int) -> None:
+        """For the codes whose search stopped, a channel with no view to spare instead of the top: views
+        taken out one at a time while a part of what is left (holding E and S) still discloses them,
+        until ``limit`` joins. One pass suffices: a view that could not be taken out cannot be later (a
+        part of a smaller channel without it is a sub-channel of a part without it now)."""
+        check = self.check
+        kept = len(check.levels)
+        unsettled = np.array(sorted(self.found.unsettled), dtype=np.uint32)
+        for members, disclosed in self.top_disclosed.items():
+            at: dict[frozenset[str], Codes] = {members: np.intersect1d(unsettled, disclosed)}
+            for view in sorted(members):
+                moved: dict[frozenset[str], list[Codes]] = {}
+                for current, codes in at.items():
+                    left = codes
+                    if view in current and codes.size and self.found.joined < limit:
+                        rest = tuple(v for v in check.views if v.name in current and v.name != view)
+                        for part in components(rest, check.attribute_order):
+                            if part.level <= kept or not left.size:
+                                continue
+                            if self.identifier not in part.attributes or self.sensitive not in part.attributes:
+                                continue
+                            pairs = self._linked(part, left)
+                            if pairs is None:
+                                continue
+                            linked = np.unique(pairs.get_column(self.identifier).to_numpy())
+                            still = np.setdiff1d(linked, self.found.saturated(pairs, check.k)).astype(np.uint32)
+                            moved.setdefault(frozenset(part.views), []).append(still)
+                            left = np.setdiff1d(left, still).astype(np.uint32)
+                    moved.setdefault(current, []).append(left)
+                at = {views: np.unique(np.concatenate(parts)).astype(np.uint32) for views, parts in moved.items()}
+                at = {views: codes for views, codes in at.items() if codes.size}
+            for views, codes in at.items():
+                if views != members:
+                    self.join(as_channels(check.views, [views], check.attribute_order)[0], codes)
 
     def resolve(self, done: Codes) -> None:
         """Close the codes ``done`` (disclosed with nothing to prove at the level just searched)."""

@@ -44,6 +44,10 @@ KEPT_TASKS = 128
 #: stopped at (``LinkageFinding.searched_below``).
 SEARCH_BUDGET = 20_000
 
+#: How many more it may join to find, for the values a search stopped for, a channel with no view to
+#: spare (reported instead of their component's top).
+DESCENT_BUDGET = 5_000
+
 #: A search whose open values of a component would be joined in more channels than this at the next
 #: level first finds the pairs of views their disclosing channels must meet (``beyond.py``).
 PAIRS_FROM = 2_000
@@ -67,6 +71,7 @@ class _Tasks:
     few_codes: int = FEW_CODES
     kept_tasks: int = KEPT_TASKS
     search_budget: int = SEARCH_BUDGET
+    descent_budget: int = DESCENT_BUDGET
     pairs_from: int = PAIRS_FROM
 
     @cached_property
