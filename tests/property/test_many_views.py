@@ -201,7 +201,10 @@ def test_impact_of_withholding_a_view_is_the_closure_of_the_others(history: dict
     withheld = sorted(history["views"])[0]
     others = {name: schema for name, schema in history["views"].items() if name != withheld}
     alone = {**history, "views": others, "rows": {name: history["rows"][name] for name in others}}
-    assert finding_tuples(check.result(state, without=frozenset([withheld]))) == _reference(alone, alone["rows"])
+    expected = _reference(alone, alone["rows"])
+    assert finding_tuples(check.result(state, without=frozenset([withheld]))) == expected
+    # From the open findings, searching again only the values every channel of whose level held the view.
+    assert finding_tuples(check.result_withheld(state, frozenset([withheld]))) == expected
 
 
 def _linked(history: dict[str, Any], members: tuple[str, ...], identifier: str, sensitive: str) -> dict[Any, set[Any]]:

@@ -74,8 +74,9 @@ class Linkage:
 
     def result_without(self, state: LinkageState, views: frozenset[str]) -> list[LinkageFinding]:
         """The findings as if ``views`` were never published: the channels holding none of them are the
-        closure of the other views, so their tasks' sets are reused."""
-        return self.check.result(state, without=views)
+        closure of the other views, so their tasks' sets are reused (and over many views, the open
+        findings: :meth:`LinkageCheck.result_withheld`)."""
+        return self.check.result_withheld(state, views)
 
     def encode(self, state: LinkageState) -> bytes:
         """The state's codec."""

@@ -5,6 +5,7 @@ that make it certain.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -16,7 +17,7 @@ from streamdetect.checks.linkage.state import Flags, LinkageState
 from streamdetect.checks.linkage.tasks import LinkageTask
 from streamdetect.relational.closure import Channel
 from streamdetect.relational.code_arrays import Codes
-from streamdetect.relational.dictionary import CODE, decode, decode_frame
+from streamdetect.relational.dictionary import CODE, decode, decode_frame, lookup
 from streamdetect.relational.linked_values import in_memory
 
 
@@ -56,6 +57,47 @@ class _Results(_Beyond):
                 codes = only.get(identifier) if only is not None else None
                 findings.extend(self._result_pair(state, identifier, sensitive, order, without=without, codes=codes))
         return sorted(findings, key=finding_order)
+
+    def result_withheld(self, state: LinkageState, views: frozenset[str]) -> list[LinkageFinding]:
+        """:meth:`result` ``without=views`` (``check --impact``), from the open findings: a value with a
+        channel of its level that holds none of ``views`` keeps its level and those channels (no channel
+        is added by withholding, and lower ones did not disclose it); only the values every channel of
+        whose level holds one of them are searched again, alone. When the closure is kept whole its sets
+        answer at once: :meth:`result` ``without=views``."""
+        if self.complete:
+            return self.result(state, without=views)
+        current = list(state.open.values()) if state.open is not None else self.result(state)
+        kept: list[LinkageFinding] = []
+        again: dict[str, list[object]] = {}
+        for finding in current:
+            aligned = [
+                (channel, values)
+                for channel, values in zip(
+                    finding.channels, finding.channel_values or (finding.sensitive_values,), strict=False
+                )
+                if not views & set(channel)
+            ]
+            if not aligned:
+                again.setdefault(finding.identifier_attribute, []).append(finding.identifier_value)
+                continue
+            channels = tuple(channel for channel, _ in aligned)
+            kept.append(
+                replace(
+                    finding,
+                    views=channels[0],
+                    channels=channels,
+                    channel_values=tuple(values for _, values in aligned),
+                    sensitive_values=aligned[0][1],
+                    joined_on=self._join_attributes(channels[0]),
+                )
+            )
+        only = {}
+        for identifier, values in again.items():
+            known = state.seen.dictionaries[identifier]
+            frame = pl.DataFrame({identifier: pl.Series(values, dtype=known.dtype)})
+            only[identifier] = lookup(state.seen.dictionaries, frame).get_column(identifier).drop_nulls()
+        searched = self.result(state, without=views, only=only) if only else []
+        return sorted([*kept, *searched], key=finding_order)
 
     def _facts(
         self, state: LinkageState, identifier: str, codes: pl.Series, without: frozenset[str]
