@@ -65,8 +65,9 @@ def progress_bars(console: Console) -> Iterator[Callable[[str, int], Callable[[i
     def factory(name: str, total: int) -> Callable[[int, int], None]:
         task = progress.add_task(f"{name}: channel joins", total=total)
 
-        def advance(done: int, _total: int) -> None:
-            progress.update(task, completed=done)
+        def advance(done: int, now: int) -> None:
+            # A total may grow as the work finds more to do (the levels of a search above the kept ones).
+            progress.update(task, completed=done, total=max(now, total))
 
         return advance
 

@@ -54,11 +54,13 @@ class Linkage:
         self, state: LinkageState, batch: Batch, progress: ProgressFactory | None = None
     ) -> Delta[LinkageFinding]:
         """Withdraw the batch's retracted view rows, then add its new ones."""
-        callback = None
+        callback = search = None
         if progress is not None:
             tasks = self.check.tasks
             callback = progress(self.name, sum(1 for view in batch.views for t in tasks if view in t.channel.views))
-        return self.check.update(state, batch.views, callback, batch.retracted)
+            if not self.check.complete:
+                search = progress(f"{self.name} above level {len(self.check.levels)}", 0)
+        return self.check.update(state, batch.views, callback, batch.retracted, search)
 
     def merge(self, state: LinkageState, other: LinkageState) -> Delta[LinkageFinding]:
         """Fold another partition's state in."""

@@ -39,7 +39,7 @@ from streamdetect.relational.code_arrays import Codes
 from streamdetect.relational.dictionary import CODE
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
-#: ``(channels joined, channels of the levels walked so far)``, after each channel.
+#: ``(channels joined, channels joined and planned so far)``, after each join.
 SearchProgress = Callable[[int, int], None]
 
 #: A group of open codes: their component, the views every channel disclosing them holds, and pairs of
@@ -116,7 +116,7 @@ class _Beyond(_Projections):
 
         ``proven(channel, codes)``: per code, whether its link in the channel needs nothing proven.
         """
-        search = _Search(self, state, identifier, sensitive)
+        search = _Search(self, state, identifier, sensitive, progress)
         found = search.found
         if self.complete or not active.size:
             return found
@@ -134,10 +134,9 @@ class _Beyond(_Projections):
             # inputs); dropped between levels, so memory follows one level's joins.
             search.shared, search.restricted = SharedWork(state.caps), {}
             resolved: list[Codes] = []
-            for done, (channel, codes) in enumerate(candidates, start=1):
+            search.planned = found.joined + len(candidates)
+            for channel, codes in candidates:
                 disclosed = search.join(channel, codes)
-                if progress is not None:
-                    progress(done, len(candidates))
                 if disclosed.size:
                     resolved.append(disclosed[proven(channel, disclosed)])
             if resolved:
@@ -151,7 +150,9 @@ class _Search:
     """One search of the levels above the kept ones, for one (E, S): the codes still open, grouped by the
     views every channel disclosing them must hold."""
 
-    def __init__(self, check: _Beyond, state: LinkageState, identifier: str, sensitive: str) -> None:
+    def __init__(
+        self, check: _Beyond, state: LinkageState, identifier: str, sensitive: str, progress: SearchProgress | None
+    ) -> None:
         self.check = check
         self.state = state
         self.identifier = identifier
@@ -159,6 +160,9 @@ class _Search:
         self.found = Found(identifier)
         self.shared = SharedWork(state.caps)
         self.restricted: dict[tuple[int, bytes], pl.DataFrame] = {}
+        self.progress = progress
+        #: the joins done and planned so far (the progress's total: it grows as the search finds work)
+        self.planned = 0
         #: the open codes by group
         self.groups: dict[Group, Codes] = {}
         #: per group, the view sets grown from its required views so far (their size, the sets)
@@ -173,6 +177,8 @@ class _Search:
         channel's views holding E are restricted to the codes first, once per level for joins that
         restrict a view alike."""
         self.found.joined += 1
+        if self.progress is not None:
+            self.progress(self.found.joined, max(self.found.joined, self.planned))
         check, identifier = self.check, self.identifier
         relations = {}
         for view, keep in check._needed(LinkageTask(channel, identifier, self.sensitive)).items():
@@ -220,6 +226,7 @@ class _Search:
             codes = np.union1d(np.setdiff1d(active, linked), disclosed)
         if not codes.size:
             return
+        self.planned = self.found.joined + top.level
         required: dict[int, set[str]] = {int(code): set() for code in codes}
         inside = tuple(view for view in check.views if view.name in members)
         for view in top.views:
@@ -264,6 +271,7 @@ class _Search:
         needed = {int(code): key[1] for key in keys for code in self.groups[key].tolist()}
         clauses: dict[int, set[frozenset[str]]] = {int(code): set() for code in codes}
         views = sorted(component)
+        self.planned = self.found.joined + len(views) * (len(views) - 1) // 2
         for i, first in enumerate(views):
             for second in views[i + 1 :]:
                 pair = frozenset((first, second))

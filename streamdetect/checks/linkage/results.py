@@ -12,7 +12,7 @@ import polars as pl
 
 from streamdetect.checks.certainty import IdentifierFacts
 from streamdetect.checks.findings import LinkageFinding
-from streamdetect.checks.linkage.beyond import _Beyond
+from streamdetect.checks.linkage.beyond import SearchProgress, _Beyond
 from streamdetect.checks.linkage.state import Flags, LinkageState
 from streamdetect.checks.linkage.tasks import LinkageTask
 from streamdetect.relational.closure import Channel
@@ -40,13 +40,14 @@ class _Results(_Beyond):
         *,
         without: frozenset[str] = frozenset(),
         only: Mapping[str, pl.Series] | None = None,
+        progress: SearchProgress | None = None,
     ) -> list[LinkageFinding]:
         """Every disclosed (E, e, S) with its minimal channel, sorted. O(size of the state).
 
         ``without``: views to leave out, as if never published (``check --impact``): the channels that
         hold none of them are exactly the closure of the other views, so their tasks' sets are reused.
         ``only``: per identifier attribute, the codes to report on (an update's touched values); other
-        identifier attributes are left out.
+        identifier attributes are left out. ``progress``: of the searches above the kept levels.
         """
         order = {task.channel.views: i for i, task in enumerate(self.tasks)}
         findings: list[LinkageFinding] = []
@@ -55,7 +56,11 @@ class _Results(_Beyond):
                 if only is not None and identifier not in only:
                     continue
                 codes = only.get(identifier) if only is not None else None
-                findings.extend(self._result_pair(state, identifier, sensitive, order, without=without, codes=codes))
+                findings.extend(
+                    self._result_pair(
+                        state, identifier, sensitive, order, without=without, codes=codes, progress=progress
+                    )
+                )
         return sorted(findings, key=finding_order)
 
     def result_withheld(self, state: LinkageState, views: frozenset[str]) -> list[LinkageFinding]:
@@ -150,6 +155,7 @@ class _Results(_Beyond):
         *,
         without: frozenset[str],
         codes: pl.Series | None = None,
+        progress: SearchProgress | None = None,
     ) -> list[LinkageFinding]:
         disclosing = self._disclosing(state, identifier, sensitive, without, codes)
         beyond = not self.complete
@@ -202,6 +208,7 @@ class _Results(_Beyond):
                 without=without,
                 codes=codes,
                 unsettled=unsettled,
+                progress=progress,
             )
         if everything.is_empty():
             return []
@@ -263,6 +270,7 @@ class _Results(_Beyond):
         without: frozenset[str],
         codes: pl.Series | None,
         unsettled: dict[int, int],
+        progress: SearchProgress | None,
     ) -> pl.DataFrame:
         """``everything`` (the kept levels' disclosures) with those of the levels above, searched for the
         codes without a proven disclosure in the kept levels (``beyond.py``); ``by_index`` learns the
@@ -281,7 +289,7 @@ class _Results(_Beyond):
             facts = self._facts(state, identifier, pl.Series(identifier, found, dtype=CODE), without)
             return np.array([self._proof.proven(facts.get(int(code)), selections) for code in found], bool)
 
-        found = self._beyond(state, identifier, sensitive, active, without=without, proven=proven)
+        found = self._beyond(state, identifier, sensitive, active, without=without, proven=proven, progress=progress)
         unsettled.update(found.unsettled)
         if not found.codes:
             return everything

@@ -12,6 +12,7 @@ import polars as pl
 
 from streamdetect.checks.findings import Delta, LinkageFinding, diff
 from streamdetect.checks.linkage.arrivals import Arrivals, Step
+from streamdetect.checks.linkage.beyond import SearchProgress
 from streamdetect.checks.linkage.frames import (
     appended,
     having,
@@ -46,6 +47,7 @@ class _Updates(_Results):
         batch: Mapping[str, pl.DataFrame],
         progress: Progress | None = None,
         retracted: Mapping[str, pl.DataFrame] | None = None,
+        search_progress: SearchProgress | None = None,
     ) -> Delta[LinkageFinding]:
         """Withdraw ``retracted`` rows, then add new rows of one or more views; return the findings raised
         and cleared.
@@ -92,7 +94,7 @@ class _Updates(_Results):
                 if present.size:
                     touched.setdefault(identifier, []).append(pl.Series(identifier, present, dtype=CODE))
         codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
-        delta = self._diff_touched(state, state.open, codes)
+        delta = self._diff_touched(state, state.open, codes, search_progress)
         if sum(frame.height for frame in batch.values()) * BULK >= state.seen.total():
             self.warm(state)
         return delta
@@ -237,9 +239,10 @@ class _Updates(_Results):
         state: LinkageState,
         open_findings: dict[tuple[object, ...], LinkageFinding],
         codes: Mapping[str, pl.Series],
+        search_progress: SearchProgress | None = None,
     ) -> Delta[LinkageFinding]:
         """Recompute the findings of the touched identifier codes only; diff them with the open ones."""
-        after = self.result(state, only=codes)
+        after = self.result(state, only=codes, progress=search_progress)
         touched_values = {
             identifier: set(decode(state.seen.dictionaries, identifier, values.to_list()))
             for identifier, values in codes.items()
