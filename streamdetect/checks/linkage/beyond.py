@@ -116,7 +116,11 @@ class _Beyond(_Projections):
 
         ``proven(channel, codes)``: per code, whether its link in the channel needs nothing proven.
         """
-        search = _Search(self, state, identifier, sensitive, progress)
+        # What a top saturates stays saturated while rows only arrive: kept in the state between results
+        # (dropped by a withdrawal), so a stream update searches only the values not settled there.
+        search = _Search(
+            self, state, identifier, sensitive, progress=progress, settled=None if without else state.settled
+        )
         found = search.found
         if self.complete or not active.size:
             return found
@@ -151,7 +155,14 @@ class _Search:
     views every channel disclosing them must hold."""
 
     def __init__(
-        self, check: _Beyond, state: LinkageState, identifier: str, sensitive: str, progress: SearchProgress | None
+        self,
+        check: _Beyond,
+        state: LinkageState,
+        identifier: str,
+        sensitive: str,
+        *,
+        progress: SearchProgress | None,
+        settled: dict[tuple[str, str, frozenset[str]], Codes] | None,
     ) -> None:
         self.check = check
         self.state = state
@@ -161,6 +172,9 @@ class _Search:
         self.shared = SharedWork(state.caps)
         self.restricted: dict[tuple[int, bytes], pl.DataFrame] = {}
         self.progress = progress
+        #: per (E, S, component), the codes with k values in its top: done for good while rows only arrive
+        #: (kept in the state between results; None when the search is not of every view)
+        self.settled = settled
         #: the joins done and planned so far (the progress's total: it grows as the search finds work)
         self.planned = 0
         #: the open codes by group
@@ -213,6 +227,12 @@ class _Search:
         (every part of it holding E and S) is in every such channel."""
         check = self.check
         members = frozenset(top.views)
+        active = np.intersect1d(active, self._present_in(members)).astype(np.uint32)
+        settled_key = (self.identifier, self.sensitive, members)
+        if self.settled is not None and settled_key in self.settled:
+            active = np.setdiff1d(active, self.settled[settled_key]).astype(np.uint32)
+        if not active.size:
+            return
         if check.max_level is not None and top.level > check.max_level:
             self.groups[(members, frozenset(), frozenset())] = active
             return
@@ -223,7 +243,11 @@ class _Search:
             linked = pairs.get_column(self.identifier).to_numpy()
             disclosed = self.found.add(top, pairs, self.sensitive, check.k)
             self.top_disclosed[members] = disclosed
-            codes = np.union1d(np.setdiff1d(active, linked), disclosed)
+            codes = np.union1d(np.setdiff1d(active, linked), disclosed).astype(np.uint32)
+            if self.settled is not None:
+                done = np.setdiff1d(linked, disclosed).astype(np.uint32)
+                earlier = self.settled.get(settled_key)
+                self.settled[settled_key] = done if earlier is None else np.union1d(earlier, done)
         if not codes.size:
             return
         self.planned = self.found.joined + top.level
@@ -247,6 +271,16 @@ class _Search:
             by_need.setdefault(frozenset(views), []).append(code)
         for needed, grouped in by_need.items():
             self.groups[(members, needed, frozenset())] = np.array(sorted(grouped), dtype=np.uint32)
+
+    def _present_in(self, members: frozenset[str]) -> Codes:
+        """The codes of E in the rows present of the component's views holding it."""
+        parts = []
+        for view in self.check.views:
+            if view.name in members and self.identifier in view.attributes:
+                rows = self.state.seen.present(view.name)
+                if rows is not None and rows.height:
+                    parts.append(rows.get_column(self.identifier).drop_nulls().unique().to_numpy())
+        return np.unique(np.concatenate(parts)).astype(np.uint32) if parts else np.empty(0, np.uint32)
 
     def _saturated_without(self, component: frozenset[str], left_out: frozenset[str], codes: Codes) -> Codes:
         """The codes linked to k or more values in every part of ``component`` without ``left_out`` that

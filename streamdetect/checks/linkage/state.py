@@ -158,6 +158,10 @@ class LinkageState:
     #: The open findings by subject: a cache of :meth:`LinkageCheck.result`, so that an update diffs only
     #: the identifier values it touched. Not serialized (rebuilt on the first update after a restore).
     open: dict[tuple[object, ...], LinkageFinding] | None = field(default=None, compare=False)
+    #: Per (E, S, component of the views), the identifier codes with k linked values in the component's
+    #: whole join: never disclosed in it while rows only arrive (``beyond.py``). A cache, not serialized,
+    #: dropped by a withdrawal and by applied pieces.
+    settled: dict[tuple[str, str, frozenset[str]], npt.NDArray[np.uint32]] = field(default_factory=dict, compare=False)
     #: Pairs appended to each task's linked set since the last :meth:`take_changes`.
     journal: dict[TaskKey, list[pl.DataFrame]] = field(default_factory=dict, compare=False)
     #: What :meth:`take_changes` has handed out: rows per view, values per dictionary, pairs per task.
@@ -278,6 +282,7 @@ class LinkageState:
         for task_key, pairs in self.linked.items():
             self.marks[f"linked/{_task_name(task_key)}"] = pairs.height
         self.open = None
+        self.settled.clear()
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""

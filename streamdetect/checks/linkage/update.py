@@ -71,6 +71,7 @@ class _Updates(_Results):
         # Nothing else can change.
         touched: dict[str, list[pl.Series]] = {}
         if withdrawn:
+            state.settled.clear()  # a withdrawal may unsaturate a value in a component's top
             self._withdraw(state, withdrawn, attributes, touched)
         sizes = {e: state.seen.dictionaries[e].len() if e in state.seen.dictionaries else 0 for e in self.identifiers}
         arrived: dict[str, Arrivals] = {}
