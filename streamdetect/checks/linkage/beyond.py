@@ -1,23 +1,24 @@
 """The closure beyond the kept levels: searched, for the identifier values it can still change, when a
-result is asked.
+result is asked (docs/design.md, "Many views").
 
 The check keeps incremental sets for the lowest levels of the closure (``_Tasks.levels``). A finding is
 reported in its minimal channel, so the levels above matter only for the values the kept levels leave
-open: those with no proven disclosure there. For those, per connected component of the views:
+open: those with no proven disclosure there. A channel's join projects into each of its sub-channels',
+so linked sets only shrink as views are added. Per connected component of the views, for the open values:
 
-1. the component's own channel (the top: every view of it) is joined for them; a value linked to k or
-   more sensitive values there is linked to k or more in every channel of the component (a channel's
-   join projects into each of its sub-channels', so linked sets only shrink as views are added), and
-   leaves the search;
-2. the levels above the kept ones are walked upwards, each channel holding the identifier and the
-   sensitive attribute joined for the values still open (the views holding the identifier restricted
-   to them first: the work follows the values, not the views' sizes), and a value leaves the search at
-   the first level where a channel discloses it with nothing left to prove (``certainty.py``).
+1. the component's own channel (the top: every view of it) is joined; a value with k or more linked
+   values there has as many in every channel of the component and leaves the search;
+2. the component without each view is joined (and, where the next level would be large, without each
+   pair of views): a value with k values in every part of what is left is disclosed only by channels
+   holding that view (meeting that pair), which prunes the candidates of every level;
+3. the levels above the kept ones are walked upwards over those candidates only, each joined for the
+   values of its group (the views holding the identifier restricted to them first: the work follows
+   the values, not the views' sizes); a value leaves at the first level where a channel discloses it
+   with nothing left to prove (``certainty.py``), every channel of that level joined.
 
-Exact: a value leaves only when no channel it has not been joined in can change its report (a lower
-proven level, or the channels of its level). What is not exact is the cost: a value whose minimal
-channel lies high is joined in every channel below it, and the number of channels of a level grows
-combinatorially with the views (docs/design.md, "Many views").
+Exact within a budget of joins (``_Tasks.search_budget``); past it a value the top discloses is
+reported in a channel with no view to spare (:meth:`_Search.descend`), with the level the search
+stopped at. Pure: polars and numpy over the state's rows, no I/O.
 """
 
 from __future__ import annotations
@@ -45,11 +46,6 @@ SearchProgress = Callable[[int, int], None]
 #: A group of open codes: their component, the views every channel disclosing them holds, and pairs of
 #: views of which such a channel holds one or both.
 Group = tuple[frozenset[str], frozenset[str], frozenset[frozenset[str]]]
-
-_EMPTY = pl.DataFrame(
-    schema={"_level": pl.UInt32, "_views": pl.List(pl.String), "_values": pl.List(CODE), "_proven": pl.Boolean}
-)
-
 
 @dataclass
 class Found:
@@ -92,14 +88,10 @@ class _Beyond(_Projections):
     """The search of the levels above the kept ones."""
 
     @cached_property
-    def _view_graph(self) -> object:
-        return view_graph(self.views)
-
-    @cached_property
     def _neighbours(self) -> dict[str, frozenset[str]]:
         """Per view, the views it shares an attribute with."""
-        graph = self._view_graph
-        return {node: frozenset(graph.neighbors(node)) for node in graph.nodes}  # type: ignore[attr-defined]
+        graph = view_graph(self.views)
+        return {node: frozenset(graph.neighbors(node)) for node in graph.nodes}
 
     def _beyond(
         self,
