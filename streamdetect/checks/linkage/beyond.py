@@ -47,6 +47,7 @@ SearchProgress = Callable[[int, int], None]
 #: views of which such a channel holds one or both.
 Group = tuple[frozenset[str], frozenset[str], frozenset[frozenset[str]]]
 
+
 @dataclass
 class Found:
     """What a search found: per (identifier code, channel) that discloses it, its linked values."""

@@ -185,36 +185,38 @@ class _Results(_Beyond):
             if self._open_selections[task.key]
         }
         by_index = {order[task.channel.views]: task.channel.views for task in self.tasks}
-        everything = in_memory(query)
+        # One query when nothing needs proving or searching above the kept levels (a stream update's
+        # common case); otherwise the disclosures are read first.
+        everything: pl.LazyFrame = query.with_columns(pl.lit(True).alias("_proven"))
         if to_prove:
-            unproven = everything.filter(pl.col("_channel").is_in(list(to_prove))).get_column(identifier).unique()
+            read = in_memory(query)
+            unproven = read.filter(pl.col("_channel").is_in(list(to_prove))).get_column(identifier).unique()
             facts = self._facts(state, identifier, unproven, without)
-            pairs = zip(everything.get_column(identifier), everything.get_column("_channel"), strict=True)
+            pairs = zip(read.get_column(identifier), read.get_column("_channel"), strict=True)
             proven = [
                 channel not in to_prove or self._proof.proven(facts.get(code), to_prove[channel])
                 for code, channel in pairs
             ]
-            everything = everything.with_columns(pl.Series("_proven", proven, dtype=pl.Boolean))
-        else:
-            everything = everything.with_columns(pl.lit(True).alias("_proven"))
+            everything = read.lazy().with_columns(pl.Series("_proven", proven, dtype=pl.Boolean))
         unsettled: dict[int, int] = {}
         if beyond:
-            everything = self._with_beyond(
+            searched = self._with_beyond(
                 state,
                 identifier,
                 sensitive,
-                everything,
+                in_memory(everything),
                 by_index=by_index,
                 without=without,
                 codes=codes,
                 unsettled=unsettled,
                 progress=progress,
             )
-        if everything.is_empty():
-            return []
+            if searched.is_empty():
+                return []
+            everything = searched.lazy()
         # A proven channel makes the finding certain: report the lowest level among proven channels;
         # with none proven, the lowest level of all, as a possible link.
-        chosen = everything.lazy().filter(pl.col("_proven") | ~pl.col("_proven").any().over(identifier))
+        chosen = everything.filter(pl.col("_proven") | ~pl.col("_proven").any().over(identifier))
         minimal = in_memory(
             chosen.filter(pl.col("_level") == pl.col("_level").min().over(identifier))
             .sort("_channel")
