@@ -413,7 +413,10 @@ def closure(
     try:
         listed = channels_up_to(model.views, model.table.attributes, max_level, holding=held, limit=max_channels)
     except ClosureTooLarge as error:
-        raise TopologyError(str(error)) from None
+        raise TopologyError(
+            f"{error}: bound it with --max-level {max(error.level - 1, 1)}, list the channels holding some views "
+            "with --channels, or raise --max-channels"
+        ) from None
     sizes: list[list[ChannelSize]] | None = None
     if counts:
         views = load_views(model)

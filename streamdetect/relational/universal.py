@@ -37,7 +37,11 @@ def _relations(channel: Channel, views: Mapping[str, pl.DataFrame]) -> dict[str,
 
 
 class ClosureTooLarge(ValueError):
-    """The closure has more channels than a listing was allowed."""
+    """The closure has more channels than a listing was allowed; ``level`` is where it passed."""
+
+    def __init__(self, message: str, *, level: int) -> None:
+        super().__init__(message)
+        self.level = level
 
 
 def channels_up_to(
@@ -57,8 +61,8 @@ def channels_up_to(
         if limit is not None and total > limit:
             raise ClosureTooLarge(
                 f"the closure passes {limit:,} channels at level {len(levels) + 1} ({total:,} so far, "
-                f"{len(definitions)} views): bound it with --max-level {len(levels) or 1}, list the channels "
-                "holding some views with --channels, or raise --max-channels"
+                f"{len(definitions)} views)",
+                level=len(levels) + 1,
             )
         levels.append(channels)
     return levels

@@ -30,15 +30,18 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from streamdetect.errors import TopologyError
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 from streamdetect.relational.bags import remove_occurrences
-from streamdetect.relational.closure import Channel, channels_by_level
+from streamdetect.relational.closure import Channel
 from streamdetect.relational.materialise import materialise
-from streamdetect.relational.universal import CHANNEL_COLUMN, LEVEL_COLUMN
+from streamdetect.relational.universal import CHANNEL_COLUMN, LEVEL_COLUMN, ClosureTooLarge, channels_up_to
 
 #: Version of the emitted counts piece.
 UNIVERSAL_VERSION = 1
+#: The channels a universal-relation stream may emit: past them the stream is refused at the start.
+UNIVERSAL_CHANNELS = 10_000
 
 
 @dataclass
@@ -62,7 +65,14 @@ class UniversalStream:
         table = topology.table
         self.attributes = {view.name: list(view.attributes) for view in topology.views}
         self.channels: list[Channel] = []
-        for level in channels_by_level(topology.views, table.attributes, max_level):
+        try:
+            levels = channels_up_to(topology.views, table.attributes, max_level, limit=UNIVERSAL_CHANNELS)
+        except ClosureTooLarge as error:
+            raise TopologyError(
+                f"the universal-relation stream emits every channel of the closure, and {error}: "
+                "too many to stream; leave the stream off or bound the closure's level"
+            ) from None
+        for level in levels:
             for channel in level:
                 holds = [a for a in table.identifiers if a in channel.attributes]
                 if holds and any(a in channel.attributes for a in table.sensitive) and owner in (None, holds[0]):

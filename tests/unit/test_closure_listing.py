@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from streamdetect.bench.many_views import write_many_views
 from streamdetect.cli.main import cli
+from streamdetect.errors import TopologyError
 from streamdetect.io.topology_file import load_topology
 from streamdetect.relational.closure import channels_by_level, iter_levels
+from streamdetect.relational.universal_stream import UniversalStream
 
 
 def test_a_closure_past_the_limit_is_refused_naming_the_level(tmp_path: Path) -> None:
@@ -43,3 +46,9 @@ def test_unknown_views_in_the_filter_are_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["closure", str(topology), "--channels", "v1,v99"])
     assert result.exit_code == 2
     assert "v99" in result.output
+
+
+def test_a_universal_stream_of_too_many_channels_is_refused_at_the_start(tmp_path: Path) -> None:
+    topology = load_topology(write_many_views(tmp_path, 16, 20))
+    with pytest.raises(TopologyError, match="universal-relation stream emits every channel"):
+        UniversalStream(topology, cap=10)
