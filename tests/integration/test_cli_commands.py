@@ -109,3 +109,20 @@ def test_help_lists_the_four_exit_codes() -> None:
         text = " ".join(result.stdout.split())
         for code in ("0 nothing found", "1 findings that fail the run", "2 bad input", "3 internal error"):
             assert code in text, (command, code)
+
+
+def test_bench_many_views_times_the_check_of_the_generated_history(tmp_path: Path) -> None:
+    """Sixteen views (a closure of thousands of channels): the timed run and `check` over the same generated
+    files report the same findings."""
+    generated = _run("bench", "generate", "many-views", str(tmp_path), "--views", "16", "--rows", "300")
+    assert generated.returncode == 0, generated.stderr
+    checked = _run("check", str(tmp_path / "many-views.yaml"), "--json")
+    assert checked.returncode == 1, checked.stderr
+    findings = json.loads(checked.stdout)["findings"]
+    timed = _run("bench", "many-views", "--views", "16", "--rows", "300", "--repeat", "1", "--json")
+    assert timed.returncode == 0, timed.stderr
+    run = json.loads(timed.stdout)["runs"][0]
+    assert run["findings"] == len(findings)
+    assert run["by_level"] == {
+        str(level): sum(1 for f in findings if f["level"] == level) for level in sorted({f["level"] for f in findings})
+    }
