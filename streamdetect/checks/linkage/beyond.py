@@ -56,7 +56,6 @@ class Found:
     codes: list[int] = field(default_factory=list)
     channels: list[Channel] = field(default_factory=list)
     values: list[list[int]] = field(default_factory=list)
-    proven: list[bool] = field(default_factory=list)
     joined: int = 0
     #: codes whose search stopped at a level (the budget): no channel below it discloses them, but the
     #: levels from it up to the lowest found were not all searched

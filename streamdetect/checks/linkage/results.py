@@ -301,10 +301,13 @@ class _Results(_Beyond):
         index = {channel: start + i for i, channel in enumerate(ranked)}
         by_index.update({index[channel]: channel.views for channel in ranked})
         channels = pl.Series("_channel", [index[c] for c in found.channels], dtype=pl.UInt32)
+        rows_of: dict[Channel, list[int]] = {}
+        for position, channel in enumerate(found.channels):
+            rows_of.setdefault(channel, []).append(position)
         proven_found = np.zeros(len(found.codes), bool)
-        for channel in ranked:
-            rows = [i for i, c in enumerate(found.channels) if c == channel]
-            proven_found[rows] = proven(channel, np.array([found.codes[i] for i in rows]))
+        codes_found = np.array(found.codes, dtype=np.uint32)
+        for channel, rows in rows_of.items():
+            proven_found[rows] = proven(channel, codes_found[rows])
         extra = pl.DataFrame(
             {
                 identifier: pl.Series(found.codes, dtype=CODE),
