@@ -249,3 +249,18 @@ def test_a_stopped_search_reports_a_channel_with_no_view_to_spare(history: dict[
                 continue
             smaller = _linked(history, rest, finding.identifier_attribute, finding.sensitive_attribute)
             assert not 0 < len(smaller.get(finding.identifier_value, ())) < history["k"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(selections=True))
+def test_a_stopped_search_with_selections_names_each_channel_once(history: dict[str, Any]) -> None:
+    """Unproven disclosures below where the search stops, then the descent: every subject of the naive joins
+    is reported, each channel once, and a finding the search stopped for is no lower than the kept check's."""
+    frames = _frames(history, history["rows"])
+    stopped = run_linkage(dataclasses.replace(_check(history, 0), search_budget=0), frames)
+    kept = {f.subject: f for f in run_linkage(_check(history, 100_000), frames)}
+    assert {f.subject for f in stopped} == set(kept)
+    for finding in stopped:
+        assert len(set(finding.channels)) == len(finding.channels)
+        if finding.searched_below is None:
+            assert finding.id == kept[finding.subject].id

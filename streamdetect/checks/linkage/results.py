@@ -317,4 +317,7 @@ class _Results(_Beyond):
                 "_proven": pl.Series(proven_found, dtype=pl.Boolean),
             }
         )
+        # A channel the descent ends in may have been joined for the value before (an unproven disclosure
+        # below the level the search stopped at): one row per (value, channel).
+        extra = extra.unique(subset=[identifier, "_channel"], keep="first", maintain_order=True)
         return pl.concat([everything, extra.select(everything.columns)])
