@@ -32,7 +32,8 @@ def section(summary: CheckSummary, findings: Sequence[LinkageFinding], shown: Sh
             (
                 *association_cells(f, shown),
                 values_text(f.sensitive_values),
-                "possible" if not f.certain else ("total" if f.total else "partial"),
+                ("possible" if not f.certain else ("total" if f.total else "partial"))
+                + ("" if f.searched_below is None else f"; none below level {f.searched_below}, not all searched"),
                 str(len(f.channels) - 1) if len(f.channels) > 1 else "",
             )
             for f in members
