@@ -10,7 +10,7 @@ import json
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,24 +65,11 @@ def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) 
     click.echo(f"wrote {table.height:,} rows (Adult: {source}, seed {seed}) and six views; topology {path}")
 
 
-def _history_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options of a generated publication history (``bench/many_views.py``)."""
-    for option in reversed(
-        (
-            click.option("--views", default=12, show_default=True, type=click.IntRange(min=2), help="Views released."),
-            click.option(
-                "--rows", default=2000, show_default=True, type=click.IntRange(min=1), help="Rows of the table."
-            ),
-            click.option("--seed", default=0, show_default=True, help="Seed of the table and of the views' schemas."),
-        )
-    ):
-        command = option(command)
-    return command
-
-
 @generate.command("many-views")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@_history_options
+@click.option("--views", default=12, show_default=True, type=click.IntRange(min=2), help="Views released.")
+@click.option("--rows", default=2000, show_default=True, type=click.IntRange(min=1), help="Rows of the table.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the table and of the views' schemas.")
 def generate_many_views_command(out_dir: Path, views: int, rows: int, seed: int) -> None:
     """A long publication history: one table released as many views of two or three attributes."""
     from streamdetect.bench.many_views import write_many_views
@@ -164,7 +151,9 @@ def run_command(
 
 
 @bench.command("many-views")
-@_history_options
+@click.option("--views", default=12, show_default=True, type=click.IntRange(min=2), help="Views released.")
+@click.option("--rows", default=2000, show_default=True, type=click.IntRange(min=1), help="Rows of the table.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the table and of the views' schemas.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs (median reported).")
 @click.option("--json", "as_json", is_flag=True, help="Print the measurements as JSON.")
 def many_views_command(views: int, rows: int, seed: int, repeat: int, as_json: bool) -> None:
