@@ -87,15 +87,6 @@ class Found:
 class _Beyond(_Projections):
     """The search of the levels above the kept ones."""
 
-    def _present_codes(self, state: LinkageState, identifier: str, among: frozenset[str]) -> Codes:
-        """The codes of ``identifier`` in the rows present of the views of ``among`` holding it (sorted)."""
-        parts = []
-        for view in self._proof.holders(identifier):
-            rows = state.seen.present(view.name) if view.name in among else None
-            if rows is not None and rows.height:
-                parts.append(rows.get_column(identifier).drop_nulls().unique().to_numpy())
-        return np.unique(np.concatenate(parts)).astype(np.uint32) if parts else np.empty(0, np.uint32)
-
     @cached_property
     def _neighbours(self) -> dict[str, frozenset[str]]:
         """Per view, the views it shares an attribute with."""
@@ -118,12 +109,12 @@ class _Beyond(_Projections):
         """
         # What a top saturates stays saturated while rows only arrive: kept in the state between results
         # (dropped by a withdrawal), so a stream update searches only the values not settled there.
-        if self.complete or not active.size:
-            return Found(identifier)
         search = _Search(
             self, state, identifier, sensitive, progress=progress, settled=None if without else state.settled
         )
         found = search.found
+        if self.complete or not active.size:
+            return found
         available = tuple(view for view in self.views if view.name not in without)
         first = len(self.levels) + 1
         for top in components(available, self.attribute_order):
@@ -227,7 +218,7 @@ class _Search:
         (every part of it holding E and S) is in every such channel."""
         check = self.check
         members = frozenset(top.views)
-        active = np.intersect1d(active, check._present_codes(self.state, self.identifier, members)).astype(np.uint32)
+        active = np.intersect1d(active, self._present_in(members)).astype(np.uint32)
         settled_key = (self.identifier, self.sensitive, members)
         if self.settled is not None and settled_key in self.settled:
             active = np.setdiff1d(active, self.settled[settled_key]).astype(np.uint32)
@@ -252,14 +243,35 @@ class _Search:
             return
         self.planned = self.found.joined + top.level
         required: dict[int, set[str]] = {int(code): set() for code in codes}
+        inside = tuple(view for view in check.views if view.name in members)
         for view in top.views:
-            for code in self._saturated_without(members, frozenset([view]), codes).tolist():
-                required[code].add(view)
+            rest = tuple(other for other in inside if other.name != view)
+            parts = [
+                part
+                for part in components(rest, check.attribute_order)
+                if self.identifier in part.attributes and self.sensitive in part.attributes
+            ]
+            saturated: Codes | None = None
+            for part in parts:
+                here = self._saturated(part, codes)
+                saturated = here if saturated is None else np.intersect1d(saturated, here)
+            for code in codes if saturated is None else saturated:
+                required[int(code)].add(view)
         by_need: dict[frozenset[str], list[int]] = {}
         for code, views in required.items():
             by_need.setdefault(frozenset(views), []).append(code)
         for needed, grouped in by_need.items():
             self.groups[(members, needed, frozenset())] = np.array(sorted(grouped), dtype=np.uint32)
+
+    def _present_in(self, members: frozenset[str]) -> Codes:
+        """The codes of E in the rows present of the component's views holding it."""
+        parts = []
+        for view in self.check.views:
+            if view.name in members and self.identifier in view.attributes:
+                rows = self.state.seen.present(view.name)
+                if rows is not None and rows.height:
+                    parts.append(rows.get_column(self.identifier).drop_nulls().unique().to_numpy())
+        return np.unique(np.concatenate(parts)).astype(np.uint32) if parts else np.empty(0, np.uint32)
 
     def _saturated_without(self, component: frozenset[str], left_out: frozenset[str], codes: Codes) -> Codes:
         """The codes linked to k or more values in every part of ``component`` without ``left_out`` that

@@ -252,6 +252,15 @@ class _Results(_Beyond):
             )
         return findings
 
+    def _present_codes(self, state: LinkageState, identifier: str, without: frozenset[str]) -> Codes:
+        """The codes of ``identifier`` in the rows present of the views holding it (sorted)."""
+        parts = []
+        for view in self._proof.holders(identifier):
+            rows = state.seen.present(view.name) if view.name not in without else None
+            if rows is not None and rows.height:
+                parts.append(rows.get_column(identifier).drop_nulls().unique().to_numpy())
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.uint32)
+
     def _with_beyond(
         self,
         state: LinkageState,
@@ -269,7 +278,7 @@ class _Results(_Beyond):
         codes without a proven disclosure in the kept levels (``beyond.py``); ``by_index`` learns the
         channels found there, numbered after the kept ones in (level, views) order; ``unsettled`` the codes
         whose search stopped (the budget), with the level it stopped at."""
-        active = self._present_codes(state, identifier, frozenset(v.name for v in self.views) - without)
+        active = self._present_codes(state, identifier, without)
         if codes is not None:
             active = np.intersect1d(active, codes.to_numpy())
         settled = everything.filter(pl.col("_proven")).get_column(identifier).to_numpy()

@@ -183,9 +183,7 @@ class _Tasks:
 
     def _needed(self, task: LinkageTask) -> dict[str, list[str]]:
         """Per view of the channel, the attributes the join needs: E, S and the join attributes."""
-        joined = self._joined_on.get(task.channel.views)
-        if joined is None:  # a channel above the kept levels (searched, not kept)
-            joined = self._join_attributes(task.channel.views)
+        joined = self._joined_on.get(task.channel.views) or self._join_attributes(task.channel.views)
         members = [view for view in self.views if view.name in task.channel.views]
         keep = {task.identifier, task.sensitive, *joined}
         return {view.name: [a for a in view.attributes if a in keep] for view in members}

@@ -31,7 +31,7 @@ from streamdetect.checks.linkage.tasks import LinkageTask, Progress
 from streamdetect.relational import channel_lattice as lattice
 from streamdetect.relational import code_arrays
 from streamdetect.relational.code_arrays import CodeRelation
-from streamdetect.relational.dictionary import decode
+from streamdetect.relational.dictionary import CODE, decode
 from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
 
 #: An update adding at least 1/BULK of the rows stored is a bulk load: it warms the caches (LinkageCheck.warm).
@@ -87,13 +87,14 @@ class _Updates(_Results):
                 arrived[name] = Arrivals(name, new, before)
         if arrived:
             self._add(state, Step(arrived, sizes), touched, progress)
-        # Above the kept levels nothing is kept: a row of any view may link any value there, so every
-        # value is looked at again (beyond.py; the search itself follows the open values).
-        codes = (
-            {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
-            if self.complete
-            else None
-        )
+        if not self.complete:
+            # Above the kept levels nothing is kept: a row of any view may link a value there, so every
+            # value present is looked at again (beyond.py; the search itself follows the open values).
+            for identifier in self.identifiers:
+                present = self._present_codes(state, identifier, frozenset())
+                if present.size:
+                    touched.setdefault(identifier, []).append(pl.Series(identifier, present, dtype=CODE))
+        codes = {identifier: pl.concat(parts).drop_nulls().unique() for identifier, parts in touched.items()}
         delta = self._diff_touched(state, state.open, codes, search_progress)
         if sum(frame.height for frame in batch.values()) * BULK >= state.seen.total():
             self.warm(state)
@@ -238,27 +239,23 @@ class _Updates(_Results):
         self,
         state: LinkageState,
         open_findings: dict[tuple[object, ...], LinkageFinding],
-        codes: Mapping[str, pl.Series] | None,
+        codes: Mapping[str, pl.Series],
         search_progress: SearchProgress | None = None,
     ) -> Delta[LinkageFinding]:
-        """Recompute the findings of the touched identifier codes only (None: of every value); diff them
-        with the open ones."""
+        """Recompute the findings of the touched identifier codes only; diff them with the open ones."""
         after = self.result(state, only=codes, progress=search_progress)
-        if codes is None:
-            before = list(open_findings.values())
-        else:
-            touched_values = {
-                identifier: set(decode(state.seen.dictionaries, identifier, values.to_list()))
-                for identifier, values in codes.items()
-            }
-            # The open findings of the touched values, looked up by subject (not a scan of every open one).
-            before = [
-                finding
-                for identifier, values in touched_values.items()
-                for value in values
-                for sensitive in self.sensitive
-                if (finding := open_findings.get((LinkageFinding.check, identifier, value, sensitive))) is not None
-            ]
+        touched_values = {
+            identifier: set(decode(state.seen.dictionaries, identifier, values.to_list()))
+            for identifier, values in codes.items()
+        }
+        # The open findings of the touched values, looked up by subject (not a scan of every open finding).
+        before = [
+            finding
+            for identifier, values in touched_values.items()
+            for value in values
+            for sensitive in self.sensitive
+            if (finding := open_findings.get((LinkageFinding.check, identifier, value, sensitive))) is not None
+        ]
         # A finding equal field by field to the open one says the same (so has its id): kept as it is,
         # without hashing its JSON form. Most findings of the touched values are unchanged.
         unchanged = {finding.subject for finding in after if open_findings.get(finding.subject) == finding}
