@@ -349,8 +349,7 @@ def _finding_in_report(path: Path, reference: str) -> Finding:
 @click.option(
     "--universal",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the merged universal-relation stream (every joined view listed, over the union schema) to this "
-    "Parquet file.",
+    help="Write the merged universal-relation stream (every joined view over the union schema) to this Parquet file.",
 )
 @click.option("--max-rows", default=100_000, show_default=True, help="Rows per channel in --universal.")
 @click.option(
@@ -418,13 +417,20 @@ def closure(
             f"{error}: bound it with --max-level {max(error.level - 1, 1)}, list the channels holding some views "
             "with --channels, or raise --max-channels"
         ) from None
-    views = load_views(model) if counts or universal is not None else {}
-    sizes: list[list[ChannelSize]] = []
+    sizes: list[list[ChannelSize]] | None = None
     if counts:
+        views = load_views(model)
         with Progress(console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
             task = bar.add_task("counting joined rows", total=sum(len(level) for level in listed))
-            sizes = channel_sizes(listed, views, lambda done, _total: bar.update(task, completed=done))
-    rows_of = {size.channel: size for level in sizes for size in level}
+            sizes = channel_sizes(
+                model.views,
+                views,
+                model.table.attributes,
+                max_level,
+                holding=held,
+                progress=lambda done, _total: bar.update(task, completed=done),
+            )
+    rows_of = {size.channel: size for level in sizes or [] for size in level}
     if as_json or output_format == "json":
         click.echo(json.dumps(_closure_document(listed, rows_of if counts else None)))
     else:
@@ -432,7 +438,9 @@ def closure(
         for table in _closure_tables(listed, rows_of if counts else None):
             console.print(table)
     if universal is not None:
-        merged = universal_relation(model.views, views, model.table.attributes, max_rows, levels=listed)
+        views = load_views(model)
+    if universal is not None:
+        merged = universal_relation(model.views, views, model.table.attributes, max_rows, max_level)
         universal.parent.mkdir(parents=True, exist_ok=True)
         merged.write_parquet(universal)
         click.echo(f"wrote {merged.height:,} rows to {universal} (at most {max_rows:,} per channel)", err=True)

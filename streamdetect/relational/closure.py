@@ -13,7 +13,7 @@ here (the paper drops them); they raise no finding, and supersets of an empty ch
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -60,47 +60,13 @@ def _schema(views: Iterable[ViewDefinition], names: frozenset[str], order: Seque
     return tuple(attribute for attribute in order if attribute in present)
 
 
-#: Per view, the views it shares an attribute with (:func:`neighbours`).
-Neighbours = Mapping[str, frozenset[str]]
-
-
-def neighbours(views: Sequence[ViewDefinition]) -> dict[str, frozenset[str]]:
-    """Per view, the views it shares an attribute with (the view graph's adjacency)."""
-    graph = view_graph(views)
-    return {node: frozenset(graph.neighbors(node)) for node in graph.nodes}
-
-
-def grow(
-    adjacent: Neighbours,
-    level: Iterable[frozenset[str]],
-    *,
-    within: frozenset[str] | None = None,
-    limit: int | None = None,
-) -> set[frozenset[str]] | None:
-    """The view sets one view larger than those of ``level``, each grown by a neighbour of it (inside
-    ``within`` when given): from connected sets, the connected sets of the next level; from any sets,
-    every connected superset arises after enough steps (while a proper subset of it holds the start,
-    some view of it neighbours that subset). None when they pass ``limit``."""
+def grow(graph: nx.Graph, level: Iterable[frozenset[str]]) -> set[frozenset[str]]:
+    """The connected view sets one view larger than those of ``level``: each grown by a neighbour."""
     grown: set[frozenset[str]] = set()
     for members in level:
-        frontier = frozenset().union(*(adjacent[member] for member in members)) - members
-        grown.update(members | {view} for view in frontier if within is None or view in within)
-        if limit is not None and len(grown) > limit:
-            return None
+        frontier = {n for member in members for n in graph.neighbors(member)} - members
+        grown.update(members | {neighbour} for neighbour in frontier)
     return grown
-
-
-def connected(adjacent: Neighbours, members: frozenset[str]) -> bool:
-    """Whether ``members`` are connected through shared attributes."""
-    start = next(iter(members))
-    reached = {start}
-    frontier = [start]
-    while frontier:
-        for other in adjacent[frontier.pop()] & members:
-            if other not in reached:
-                reached.add(other)
-                frontier.append(other)
-    return len(reached) == len(members)
 
 
 def as_channels(
@@ -120,17 +86,17 @@ def iter_levels(
     next level grows from, for n = 1, 2, ... up to ``max_level``. Lazy, so a caller may stop where the
     levels grow too many. ``holding``: only the channels holding these views (grown from them one
     neighbour at a time; every connected superset arises so), the levels below their number empty."""
-    adjacent = neighbours(views)
+    graph = view_graph(views)
     limit = len(views) if max_level is None else min(max_level, len(views))
     done = len(holding) - 1 if holding else 0
-    level: set[frozenset[str]] | None = {holding} if holding else {frozenset([view.name]) for view in views}
+    level: set[frozenset[str]] = {holding} if holding else {frozenset([view.name]) for view in views}
     for _ in range(min(done, limit)):
         yield [], set()
     while level and done < limit:
-        joined = {members for members in level if connected(adjacent, members)} if holding else level
-        yield as_channels(views, joined, attribute_order), level
+        connected = {members for members in level if nx.is_connected(graph.subgraph(members))} if holding else level
+        yield as_channels(views, connected, attribute_order), level
         done += 1
-        level = grow(adjacent, level)
+        level = grow(graph, level)
 
 
 def channels_by_level(

@@ -69,12 +69,18 @@ def channels_up_to(
 
 
 def channel_sizes(
-    levels: Sequence[Sequence[Channel]],
+    definitions: Sequence[ViewDefinition],
     views: Mapping[str, pl.DataFrame],
+    attribute_order: Sequence[str],
+    max_level: int | None = None,
+    *,
+    holding: frozenset[str] = frozenset(),
+    limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[list[ChannelSize]]:
-    """The channels of ``levels`` (:func:`channels_up_to`) with their joined views' row counts, by level;
-    no join materialised. ``progress(done, total)`` after each count."""
+    """Every channel of the closure (holding ``holding``) with its joined view's row count, by level; no
+    join materialised. ``progress(done, total)`` after each count."""
+    levels = channels_up_to(definitions, attribute_order, max_level, holding=holding, limit=limit)
     total = sum(len(level) for level in levels)
     sizes: list[list[ChannelSize]] = []
     done = 0
@@ -94,13 +100,10 @@ def universal_relation(
     attribute_order: Sequence[str],
     max_rows_per_channel: int,
     max_level: int | None = None,
-    *,
-    levels: Sequence[Sequence[Channel]] | None = None,
 ) -> pl.DataFrame:
-    """The merged stream: each channel's joined view (at most ``max_rows_per_channel`` rows) stacked;
-    the channels of ``levels`` (a listing already made, :func:`channels_up_to`), else of the closure."""
+    """The merged stream: each channel's joined view (at most ``max_rows_per_channel`` rows) stacked."""
     parts = []
-    for level in channels_by_level(definitions, attribute_order, max_level) if levels is None else levels:
+    for level in channels_by_level(definitions, attribute_order, max_level):
         for channel in level:
             joined = materialise(_relations(channel, views), max_rows_per_channel)
             parts.append(

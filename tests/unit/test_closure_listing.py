@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -53,15 +52,3 @@ def test_a_universal_stream_of_too_many_channels_is_refused_at_the_start(tmp_pat
     topology = load_topology(write_many_views(tmp_path, 16, 20))
     with pytest.raises(TopologyError, match="universal-relation stream emits every channel"):
         UniversalStream(topology, cap=10)
-
-
-def test_the_universal_relation_holds_the_channels_listed(tmp_path: Path) -> None:
-    """With --channels the merged stream is of the channels listed, not of the whole closure."""
-    topology = write_many_views(tmp_path, 9, 30)
-    out = tmp_path / "merged.parquet"
-    arguments = ["closure", str(topology), "--channels", "v1,v2", "--no-counts", "--json", "--universal", str(out)]
-    result = CliRunner().invoke(cli, arguments)
-    assert result.exit_code == 0, result.output
-    listed = {"{" + ", ".join(entry["views"]) + "}" for entry in json.loads(result.stdout.splitlines()[0])}
-    assert set(pl.read_parquet(out).get_column("_channel").unique()) <= listed
-    assert all({"v1", "v2"} <= {v.strip() for v in label.strip("{}").split(",")} for label in listed)

@@ -35,7 +35,7 @@ from streamdetect.checks.linkage.frames import having
 from streamdetect.checks.linkage.projections import _Projections
 from streamdetect.checks.linkage.state import Flags, LinkageState
 from streamdetect.checks.linkage.tasks import LinkageTask
-from streamdetect.relational.closure import Channel, as_channels, components, connected, grow, neighbours
+from streamdetect.relational.closure import Channel, as_channels, components, view_graph
 from streamdetect.relational.code_arrays import Codes
 from streamdetect.relational.dictionary import CODE
 from streamdetect.relational.linked_values import SharedWork, linked_values
@@ -90,7 +90,8 @@ class _Beyond(_Projections):
     @cached_property
     def _neighbours(self) -> dict[str, frozenset[str]]:
         """Per view, the views it shares an attribute with."""
-        return neighbours(self.views)
+        graph = view_graph(self.views)
+        return {node: frozenset(graph.neighbors(node)) for node in graph.nodes}
 
     def _beyond(
         self,
@@ -369,16 +370,20 @@ class _Search:
             else:
                 self.grown[key] = (first, {views for views in self.check._kept[1] if views <= component})
         size, sets = self.grown[key]
-        adjacent = self.check._neighbours
+        neighbours = self.check._neighbours
         while size < level:
-            grown = grow(adjacent, sets, within=component, limit=budget)
-            if grown is None:
-                return None
+            grown: set[frozenset[str]] = set()
+            for views in sets:
+                for neighbour in frozenset().union(*(neighbours[member] for member in views)) - views:
+                    if neighbour in component:
+                        grown.add(views | {neighbour})
+                if len(grown) > budget:
+                    return None
             sets = grown
             size += 1
             self.grown[key] = (size, sets)
-        joined = {views for views in sets if connected(adjacent, views)}
-        return joined if len(joined) <= budget else None
+        connected = {views for views in sets if _connected(neighbours, views)}
+        return connected if len(connected) <= budget else None
 
     def _covering(self, key: Group, level: int, budget: int) -> set[frozenset[str]] | None:
         """:meth:`_grow` for a group with pairs: the sets of at most ``level`` views holding the required
@@ -445,6 +450,19 @@ class _Search:
     def resolve(self, done: Codes) -> None:
         """Close the codes ``done`` (disclosed with nothing to prove at the level just searched)."""
         self.groups = {key: left for key, codes in self.groups.items() if (left := np.setdiff1d(codes, done)).size}
+
+
+def _connected(neighbours: dict[str, frozenset[str]], views: frozenset[str]) -> bool:
+    """Whether ``views`` are connected through shared attributes."""
+    start = next(iter(views))
+    reached = {start}
+    frontier = [start]
+    while frontier:
+        for other in neighbours[frontier.pop()] & views:
+            if other not in reached:
+                reached.add(other)
+                frontier.append(other)
+    return len(reached) == len(views)
 
 
 def _series(identifier: str, codes: Codes) -> pl.Series:
