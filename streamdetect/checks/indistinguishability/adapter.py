@@ -2,8 +2,8 @@
 
 Their state is the table's rows seen (:class:`~streamdetect.checks.indistinguishability.sind.SindState`); a
 batch's view rows do not matter to them (the views are computed from the table by definition), its
-table rows do. Both recompute their partition from the rows per update: a new row can move others'
-classes (SIND's certainty, RSIND's clique partition), so their state is one piece, not partitioned.
+table rows do. SIND recomputes its classes from the rows per update (a new row can move others' certainty);
+RSIND partitions again only the components of its graph an update touches. Their state is one piece.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from streamdetect.checks.canonical import value_text
-from streamdetect.checks.findings import Delta, SindFinding, diff
+from streamdetect.checks.findings import Delta, SindFinding
 from streamdetect.checks.indistinguishability.rsind import RsindCheck
 from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, appended_after
 from streamdetect.checks.presentation import MEMBERS_SHOWN, Section, Shown
@@ -78,13 +78,9 @@ class PublisherSide:
         withdrawn = batch.retracted_table
         if (batch.table is None or batch.table.is_empty()) and (withdrawn is None or withdrawn.is_empty()):
             return Delta((), ())
-        # The findings before are those of the last update (a cache in the state): one recomputation each.
-        before = state.findings if state.findings is not None else self.result(state)
-        self.check.fold(state, batch.table, withdrawn)
+        delta = self.check.update(state, batch.table, withdrawn)
         state.log.record(Batch(table=batch.table, retracted_table=withdrawn))
-        after = self.result(state)
-        state.findings = after
-        return diff(before, after)
+        return Delta[SindFinding](delta.raised, delta.cleared)
 
     def merge(self, state: SindState, other: SindState) -> Delta[SindFinding]:
         """Fold another partition's table rows in (the union of the two bags)."""
@@ -116,6 +112,7 @@ class PublisherSide:
             state.rows = state.folded(batch.table, batch.retracted_table, columns)
         state.findings = None
         state.cache = None
+        state.partitions.clear()
         return state
 
     def summary(self, findings: int) -> CheckSummary:

@@ -1,43 +1,106 @@
 """k-RSIND: restricted symmetric indistinguishability (Yao, Wang, Wang & Jajodia, section 3.2).
 
-Two public tuples b1, b2 with current private values p1, p2 are CSIND when, for every view q,
-either q projects P and q((b1, p1)) = q((b2, p1)) and q((b1, p2)) = q((b2, p2)), or q does not and
-q((b1, p1)) = q((b1, p2)) and q((b2, p1)) = q((b2, p2)); q(t) is t's projection when t satisfies the
-selection, nothing otherwise. Cliques of the CSIND graph are RSIND sets; a partition into cliques of
-at least k members shows k-RSIND. Finding one is NP-hard (a clique partition with every block of size
-at least k), so a heuristic is used and findings are ``exact`` false: a block below k may come from
-the heuristic rather than the views.
+Cliques of the CSIND graph (:mod:`.csind`) are RSIND sets w.r.t. their members' current values; a
+partition of the public tuples into cliques of at least k members shows k-RSIND. Finding one is NP-hard,
+so the partition is a heuristic (:mod:`.clique_partition`) and a block below k is a finding, ``exact``
+false: it may come from the heuristic rather than the views. Two cases are exact: with one value class
+(no selection mentioning P, or none that tells the values present apart) CSIND is an equivalence, its
+classes are the maximal cliques and they are disjoint, so the partition is optimal; and when moreover
+every view projects P, CSIND is RSIND (the paper's "necessary and sufficient"): a class below k is a
+violation in fact, ``exact`` true.
 
-Computation: a row's *type* is its current P value and the image q((b, p)) of every view for every
-current value p of the table; rows of one type are pairwise CSIND, and CSIND between two rows depends
-only on their types, so the graph is built over types (networkx), and the clique partition is a
-greedy colouring of its complement (largest types first), blocks weighted by their rows. Cost:
-O(rows · values · views) for the images plus O(types²) pairs.
+Computation: rows are summed up by nodes (value class, images, stability); nodes are grouped into the
+graph's connected components through the clique groups and union-find, never by pairs; each component
+is partitioned on its own (blocks never cross components). Incremental over arriving table rows: a row
+touches its node's component (or joins components through a new node), and only the components touched
+are partitioned again; their findings are the update's delta. A withdrawal, or values that change the
+value classes, rebuild the nodes from the rows (O(rows)). The heuristic runs on a canonical order (nodes
+by weight, then by their first row's public values), so its blocks depend on the bag of rows only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 
-import networkx as nx
 import polars as pl
 
 from streamdetect.checks.findings import Delta, RsindFinding, diff
-from streamdetect.checks.indistinguishability.sind import SindState, publisher_settings
-from streamdetect.errors import UnsupportedCase
-from streamdetect.model.predicates import to_polars
+from streamdetect.checks.indistinguishability.clique_partition import partition as clique_partition
+from streamdetect.checks.indistinguishability.csind import (
+    Node,
+    ValueClasses,
+    clique_groups,
+    dependent_views,
+    row_nodes,
+    value_classes,
+)
+from streamdetect.checks.indistinguishability.sind import RowCache, SindState, publisher_settings, row_cache
 from streamdetect.model.topology import Topology, ViewDefinition
 
-TYPE = "\0type"
-#: The CSIND graph is built over pairs of row types: beyond this many, refuse rather than run for hours.
-MAX_TYPES = 5_000
+
+@dataclass
+class Partition:
+    """One sensitive attribute's CSIND nodes over a state's first ``covered`` rows, their components
+    (union-find) and each component's blocks and findings. Not serialized: rebuilt from the rows."""
+
+    classes: ValueClasses
+    covered: int = 0
+    ids: dict[Node, int] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    #: Row positions per node, and per node its first row's canonical key.
+    rows: list[list[int]] = field(default_factory=list)
+    first: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    parent: list[int] = field(default_factory=list)
+    #: A node of each clique group (:func:`~.csind.clique_groups`) met so far.
+    groups: dict[Hashable, int] = field(default_factory=dict)
+    #: Per component (its root), its nodes, its blocks (row positions) and the findings among them.
+    members: dict[int, list[int]] = field(default_factory=dict)
+    blocks: dict[int, list[list[int]]] = field(default_factory=dict)
+    findings: dict[int, list[RsindFinding]] = field(default_factory=dict)
+
+    def find(self, node: int) -> int:
+        """The root of ``node``'s component."""
+        parent = self.parent
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    def add(self, node: Node) -> int:
+        """A new node, alone in its component."""
+        number = len(self.nodes)
+        self.ids[node] = number
+        self.nodes.append(node)
+        self.rows.append([])
+        self.first.append(((), ""))
+        self.parent.append(number)
+        self.members[number] = [number]
+        return number
+
+    def release(self, root: int, into: list[RsindFinding]) -> None:
+        """Forget a component's blocks (it changes), its findings moved to ``into``."""
+        self.blocks.pop(root, None)
+        into.extend(self.findings.pop(root, ()))
+
+    def union(self, a: int, b: int) -> None:
+        """Join the components of two nodes (the larger one's root stays)."""
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return
+        if len(self.members[a]) < len(self.members[b]):
+            a, b = b, a
+        self.parent[b] = a
+        self.members[a].extend(self.members.pop(b))
+
+    def every_finding(self) -> list[RsindFinding]:
+        """The findings of every component."""
+        return [finding for findings in self.findings.values() for finding in findings]
 
 
 @dataclass(frozen=True)
 class RsindCheck:
-    """k-RSIND over the views of a table; conservative (heuristic clique partition)."""
+    """k-RSIND over the views of a table; conservative (heuristic clique partition) unless exact."""
 
     views: tuple[ViewDefinition, ...]
     public: tuple[str, ...]
@@ -54,162 +117,192 @@ class RsindCheck:
         """No rows seen (the same state as the SIND check: the table's rows)."""
         return SindState()
 
-    def update(
-        self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None = None
-    ) -> Delta[RsindFinding]:
-        """Withdraw rows of the private table, add new ones; recompute the partition (not maintainable
-        incrementally: a row can change the best clique partition anywhere)."""
-        before = self.result(state) if state.rows is not None else []
-        self.fold(state, table_rows, retracted)
-        return diff(before, self.result(state))
-
     def refusal(self, rows: pl.DataFrame | None) -> str | None:
         """RSIND takes any rows."""
         del rows
         return None
 
     def fold(self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None) -> None:
-        """Withdraw, then add rows; nothing is recomputed."""
-        state.rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
+        """Withdraw, then add rows; the partitions follow at the next :meth:`update` or :meth:`result`."""
+        rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
+        if retracted is not None and retracted.height:
+            state.cache = None  # rows left from the middle: positions moved
+            state.partitions.clear()
+        state.rows = rows
 
-    def _images(self, rows: pl.DataFrame, sensitive: str, values: Sequence[Any]) -> pl.DataFrame:
-        """Per row: its type key, from its current value and every view's image for every value."""
-        images = []
-        always = pl.repeat(True, pl.len())
-        for view in self.views:
-            for value in values:
-                where = view.where
-                selected = (
-                    always if where is None else to_polars(where, rows.schema, {sensitive: value}).fill_null(False)
-                )
-                literal = pl.repeat(value, pl.len(), dtype=rows.schema[sensitive])
-                shown = [literal if a == sensitive else pl.col(a) for a in view.attributes]
-                images.append(pl.when(selected).then(pl.struct(shown)).alias(f"{view.name}\0{value}"))
-        return rows.with_row_index("\0row").with_columns(images)
-
-    def partition(self, state: SindState, sensitive: str) -> list[list[int]]:
-        """Blocks of row positions, each a clique of the CSIND graph (heuristic partition)."""
-        if state.rows is None or state.rows.is_empty():
-            return []
-        # The heuristic runs on the rows in a canonical order (sorted), so that its blocks depend on the
-        # bag of rows only, not on the order they arrived or were withdrawn in; positions map back after.
-        canonical = state.rows.with_row_index("\0original").sort(
-            [*self.public, *self.sensitive], nulls_last=True, maintain_order=True
-        )
-        original = canonical.get_column("\0original").to_list()
-        rows = canonical.drop("\0original")
-        values = rows.get_column(sensitive).drop_nulls().unique().sort().to_list()
-        imaged = self._images(rows, sensitive, values)
-        image_columns = [c for c in imaged.columns if "\0" in c and c != "\0row"]
-        # Types in order of first row: the heuristic partition must not depend on hash order, or one state
-        # would give different findings (and ids) from one call to the next.
-        types = imaged.group_by([sensitive, *image_columns], maintain_order=True).agg(pl.col("\0row"))
-        if types.height > MAX_TYPES:
-            raise UnsupportedCase(
-                f"rsind: {types.height:,} distinct row types for {sensitive!r}; the CSIND graph is built pairwise "
-                f"(quadratic) and this version stops at {MAX_TYPES:,} types"
-            )
-        keys = types.select([sensitive, *image_columns]).to_dicts()
-        members = types.get_column("\0row").to_list()
-        graph = nx.Graph()
-        graph.add_nodes_from(range(len(keys)))
-        for i in range(len(keys)):
-            for j in range(i + 1, len(keys)):
-                if self._csind(keys[i], keys[j], sensitive):
-                    graph.add_edge(i, j)
-        weight = {i: len(members[i]) for i in range(len(keys))}
-        blocks = _repair(graph, _clique_partition(graph, weight), self.k)
-        # Hand out each type's rows to the blocks that count them.
-        remaining: dict[int, list[int]] = {node: sorted(positions) for node, positions in enumerate(members)}
-        partition: list[list[int]] = []
-        for block in blocks:
-            taken: list[int] = []
-            for node, count in block.items():
-                taken.extend(remaining[node][:count])
-                remaining[node] = remaining[node][count:]
-            partition.append(sorted(original[position] for position in taken))
-        return sorted(partition)
-
-    def _csind(self, left: dict[str, Any], right: dict[str, Any], sensitive: str) -> bool:
-        p1, p2 = left[sensitive], right[sensitive]
-        for view in self.views:
-            if sensitive in view.attributes:
-                same = left[f"{view.name}\0{p1}"] == right[f"{view.name}\0{p1}"] and (
-                    left[f"{view.name}\0{p2}"] == right[f"{view.name}\0{p2}"]
-                )
-            else:
-                same = left[f"{view.name}\0{p1}"] == left[f"{view.name}\0{p2}"] and (
-                    right[f"{view.name}\0{p1}"] == right[f"{view.name}\0{p2}"]
-                )
-            if not same:
-                return False
-        return True
+    def update(
+        self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None = None
+    ) -> Delta[RsindFinding]:
+        """Withdraw rows of the private table, add new ones; the findings raised and cleared. Arrivals
+        partition again only the components they touch."""
+        withdrawn = retracted is not None and retracted.height > 0
+        before: list[RsindFinding] = []
+        if withdrawn:
+            before = self.result(state)
+        else:
+            for sensitive in self.sensitive:
+                self._partition(state, sensitive)  # the rows before, when not cached
+        self.fold(state, table_rows, retracted)
+        if withdrawn:
+            return diff(before, self.result(state))
+        raised: list[RsindFinding] = []
+        cleared: list[RsindFinding] = []
+        for sensitive in self.sensitive:
+            delta = self._advance(state, sensitive)
+            raised.extend(delta.raised)
+            cleared.extend(delta.cleared)
+        return Delta(tuple(raised), tuple(cleared))
 
     def result(self, state: SindState) -> list[RsindFinding]:
-        """Blocks of the heuristic RSIND partition smaller than k, per sensitive attribute."""
-        if state.rows is None or state.rows.is_empty():
-            return []
+        """Blocks of the RSIND partition smaller than k, per sensitive attribute."""
         findings = []
-        public = state.rows.select(self.public)
         for sensitive in self.sensitive:
-            for block in self.partition(state, sensitive):
-                if len(block) >= self.k:
-                    continue
-                members = public[block].sort(self.public).to_dicts()
-                findings.append(
-                    RsindFinding(
-                        k=self.k,
-                        sensitive_attribute=sensitive,
-                        members=tuple(tuple(member.items()) for member in members),
-                        views=tuple(sorted(view.name for view in self.views)),
-                        reason=f"block of {len(block)} public tuple(s) in the RSIND partition found, fewer than k",
-                        exact=False,
-                    )
-                )
+            part = self._partition(state, sensitive)
+            if part is not None:
+                findings.extend(part.every_finding())
         return sorted(findings, key=lambda f: (f.sensitive_attribute, [str(v) for _, v in f.members[0]]))
 
+    def partition(self, state: SindState, sensitive: str) -> list[list[int]]:
+        """Blocks of row positions of the state, each a clique of the CSIND graph, sorted."""
+        part = self._partition(state, sensitive)
+        if part is None:
+            return []
+        return sorted(sorted(block) for blocks in part.blocks.values() for block in blocks)
 
-def _clique_partition(graph: nx.Graph, weight: dict[int, int]) -> list[dict[int, int]]:
-    """A colouring of the complement is a partition into cliques; heavier types first.
+    def exact_for(self, sensitive: str, classes: ValueClasses) -> bool:
+        """True when the partition is optimal and CSIND is RSIND (module docstring)."""
+        return classes.count == 1 and all(sensitive in view.attributes for view in self.views)
 
-    Blocks count rows per type: the rows of one type are interchangeable and may be split.
-    """
-    order = sorted(graph.nodes, key=lambda node: (-weight[node], node))
-    colours = nx.greedy_color(nx.complement(graph), strategy=lambda _graph, _colours: iter(order))
-    blocks: dict[int, dict[int, int]] = {}
-    for node, colour in colours.items():
-        blocks.setdefault(colour, {})[node] = weight[node]
-    return list(blocks.values())
+    def _partition(self, state: SindState, sensitive: str) -> Partition | None:
+        """The state's partition for ``sensitive`` over all its rows (built or extended as needed)."""
+        if state.rows is None or state.rows.is_empty():
+            state.partitions.pop(sensitive, None)
+            return None
+        part = state.partitions.get(sensitive)
+        if part is None or part.covered != state.rows.height:
+            self._advance(state, sensitive)
+        result: Partition = state.partitions[sensitive]
+        return result
 
+    def _advance(self, state: SindState, sensitive: str) -> Delta[RsindFinding]:
+        """Bring the partition up to the state's rows: extend it by the rows that arrived, or rebuild it
+        (classes changed, rows left); the findings raised and cleared."""
+        rows = state.rows
+        part = state.partitions.get(sensitive)
+        if rows is None or rows.is_empty():
+            state.partitions.pop(sensitive, None)
+            return diff(part.every_finding() if part is not None else [], [])
+        classes = self._classes(rows, sensitive, part)
+        if part is None or classes is None or part.covered > rows.height:
+            before = part.every_finding() if part is not None else []
+            part = state.partitions[sensitive] = Partition(classes or value_classes(self.views, rows, sensitive))
+            _, after = self._extend(state, sensitive, part)
+            return diff(before, after)
+        part.classes = classes
+        old, new = self._extend(state, sensitive, part)
+        return diff(old, new)
 
-def _repair(graph: nx.Graph, blocks: list[dict[int, int]], k: int) -> list[dict[int, int]]:
-    """Local repair towards blocks of at least k rows: merge a small block into a block it forms a
-    clique with, or move into it one row of a type from a block that keeps k rows. Every move grows a
-    block below k without shrinking another below k, so it ends."""
+    def _classes(self, rows: pl.DataFrame, sensitive: str, part: Partition | None) -> ValueClasses | None:
+        """The value classes over ``rows`` numbered as ``part``'s, or None when they changed (a new class,
+        or values of one class parted): then the nodes are rebuilt."""
+        if part is None:
+            return None
+        if not dependent_views(self.views, sensitive):
+            return part.classes  # one class, whatever the values
+        fresh = value_classes(self.views, rows, sensitive)
+        if len(fresh.representatives) != len(part.classes.representatives):
+            return None
+        numbering: dict[int, int] = {}
+        for value, number in part.classes.of.items():
+            if numbering.setdefault(fresh.of[value], number) != number:
+                return None
+        return ValueClasses({v: numbering[n] for v, n in fresh.of.items()}, part.classes.representatives)
 
-    def joins(node: int, block: dict[int, int]) -> bool:
-        return all(graph.has_edge(node, other) for other, count in block.items() if count and other != node)
+    def _extend(
+        self, state: SindState, sensitive: str, part: Partition
+    ) -> tuple[list[RsindFinding], list[RsindFinding]]:
+        """Add the rows after ``part.covered``; partition the components they touch again. The findings of
+        those components before and after."""
+        assert state.rows is not None
+        rows = state.rows
+        start = part.covered
+        fresh = rows.slice(start)
+        cache = row_cache(state, self.public)
+        values = [str(value) for value in fresh.get_column(sensitive).to_list()]
+        old: list[RsindFinding] = []
+        touched: set[int] = set()
+        created: list[int] = []
+        for offset, node in enumerate(row_nodes(fresh, self.views, sensitive, part.classes)):
+            position = start + offset
+            number = part.ids.get(node)
+            if number is None:
+                number = part.add(node)
+                created.append(number)
+            elif number not in touched:
+                part.release(part.find(number), old)
+            touched.add(number)
+            part.rows[number].append(position)
+            key = (cache.keys[position], values[offset])
+            if len(part.rows[number]) == 1 or key < part.first[number]:
+                part.first[number] = key
+        for number in created:
+            for group in clique_groups(part.nodes[number]):
+                other = part.groups.setdefault(group, number)
+                if other != number:
+                    part.release(part.find(other), old)
+                    part.release(part.find(number), old)
+                    part.union(number, other)
+        part.covered = rows.height
+        new: list[RsindFinding] = []
+        exact = self.exact_for(sensitive, part.classes)
+        for root in {part.find(number) for number in touched}:
+            blocks = self._blocks(part, root, cache, rows.get_column(sensitive))
+            part.blocks[root] = blocks
+            findings = [self._finding(sensitive, block, cache, exact) for block in blocks if len(block) < self.k]
+            part.findings[root] = findings
+            new.extend(findings)
+        return old, new
 
-    improved = True
-    while improved:
-        improved = False
-        for small in [b for b in blocks if sum(b.values()) < k]:
-            target = next((b for b in blocks if b is not small and all(joins(n, b) for n in small)), None)
-            if target is not None:
-                for node, count in small.items():
-                    target[node] = target.get(node, 0) + count
-                blocks.remove(small)
-                improved = True
-                break
-            for donor in blocks:
-                if donor is small or sum(donor.values()) - 1 < k:
-                    continue
-                moving = next((n for n, count in donor.items() if count and joins(n, small)), None)
-                if moving is not None:
-                    donor[moving] -= 1
-                    small[moving] = small.get(moving, 0) + 1
-                    improved = True
-                    break
-            if improved:
-                break
-    return [block for block in blocks if sum(block.values())]
+    def _blocks(self, part: Partition, root: int, cache: RowCache, values: pl.Series) -> list[list[int]]:
+        """A component's blocks as row positions, each in the order of its members' public values."""
+        members = part.members[root]
+        if len(members) == 1:
+            return [sorted(part.rows[members[0]], key=cache.keys.__getitem__)]
+        ordered = sorted(members, key=part.first.__getitem__)
+        counts = clique_partition(
+            [part.nodes[number] for number in ordered], [len(part.rows[number]) for number in ordered], self.k
+        )
+        # Each node's rows in canonical order, handed out to the blocks that count them.
+        remaining: dict[int, list[int]] = {}
+        for index, number in enumerate(ordered):
+            positions = part.rows[number]
+            texts = [str(value) for value in values.gather(positions).to_list()]
+            keyed = sorted(zip(positions, texts, strict=True), key=lambda pair: (cache.keys[pair[0]], pair[1]))
+            remaining[index] = [position for position, _ in keyed]
+        blocks = []
+        for block in counts:
+            taken: list[int] = []
+            for index, count in block.items():
+                taken.extend(remaining[index][:count])
+                remaining[index] = remaining[index][count:]
+            blocks.append(sorted(taken, key=cache.keys.__getitem__))
+        return blocks
+
+    def _finding(self, sensitive: str, block: Sequence[int], cache: RowCache, exact: bool) -> RsindFinding:
+        members = tuple(cache.members[row] for row in block)
+        if exact:
+            reason = (
+                f"class of {len(block)} public tuple(s) that can swap their values, fewer than k = {self.k} "
+                "(no RSIND set holds more)"
+            )
+        else:
+            reason = f"block of {len(block)} public tuple(s) in the RSIND partition found, fewer than k = {self.k}"
+        return RsindFinding(
+            k=self.k,
+            sensitive_attribute=sensitive,
+            members=members,
+            views=tuple(sorted(view.name for view in self.views)),
+            reason=reason,
+            exact=exact,
+            members_text="[" + ",".join(cache.texts[row] for row in block) + "]",
+        )

@@ -130,6 +130,9 @@ class SindState:
     findings: list[Any] | None = field(default=None, compare=False)
     #: Per row, its member, text and order key (:class:`RowCache`; not serialized, rebuilt when None).
     cache: RowCache | None = field(default=None, compare=False, repr=False)
+    #: Per sensitive attribute, the RSIND check's nodes and partition over ``rows`` (not serialized, rebuilt
+    #: when absent; :mod:`streamdetect.checks.indistinguishability.rsind`).
+    partitions: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with an Arrow IPC frame)."""
@@ -162,6 +165,18 @@ class SindState:
             new = added.select(columns)
             rows = new if rows is None else pl.concat([rows, new])
         return rows
+
+
+def row_cache(state: SindState, public: Sequence[str]) -> RowCache:
+    """The state's :class:`RowCache` of the ``public`` attributes, brought up to its rows (arrivals are
+    appended: O(new rows); a withdrawal dropped it)."""
+    assert state.rows is not None
+    cache = state.cache
+    if cache is None or len(cache.members) > state.rows.height:
+        cache = state.cache = RowCache()
+    if len(cache.members) < state.rows.height:
+        cache.extend(public, state.rows.slice(len(cache.members)))
+    return cache
 
 
 def appended_after(rows: pl.DataFrame | None, added: pl.DataFrame | None) -> int:
@@ -203,10 +218,13 @@ class SindCheck:
     def update(
         self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None = None
     ) -> Delta[SindFinding]:
-        """Withdraw rows of the private table, add new ones; return the findings raised and cleared."""
-        before = self.result(state) if state.rows is not None else []
+        """Withdraw rows of the private table, add new ones; return the findings raised and cleared. The
+        findings before are those of the last update (cached in the state): one recomputation each."""
+        before = state.findings if state.findings is not None else self.result(state) if state.rows is not None else []
         self.fold(state, table_rows, retracted)
-        return diff(before, self.result(state)) if state.rows is not None else diff(before, [])
+        after = self.result(state) if state.rows is not None else []
+        state.findings = after
+        return diff(before, after)
 
     def refusal(self, rows: pl.DataFrame | None, known: int = 0) -> str | None:
         """Why the table's rows cannot be checked (the public attributes are not a key), or None. ``known``:
@@ -245,14 +263,8 @@ class SindCheck:
         state.rows = rows
 
     def row_cache(self, state: SindState) -> RowCache:
-        """The state's :class:`RowCache`, brought up to its rows (arrivals are appended: O(new rows))."""
-        assert state.rows is not None
-        cache = state.cache
-        if cache is None or len(cache.members) > state.rows.height:
-            cache = state.cache = RowCache()
-        if len(cache.members) < state.rows.height:
-            cache.extend(self.public, state.rows.slice(len(cache.members)))
-        return cache
+        """The state's :class:`RowCache`, brought up to its rows (:func:`row_cache`)."""
+        return row_cache(state, self.public)
 
     def _signature(self, rows: pl.DataFrame, view: ViewDefinition, sensitive: str, domain: Sequence[Any]) -> pl.Expr:
         projected = [a for a in view.attributes if a != sensitive]
