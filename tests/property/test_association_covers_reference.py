@@ -162,3 +162,42 @@ def test_instances_reference_sanity() -> None:
     ]
     assert any(sorted(map(str, i)) == sorted(map(str, real)) for i in found)
     assert all({"Name": "B", "Job": "L", "Problem": "H"} in i for i in found)
+
+
+@st.composite
+def several_pairs(draw: st.DrawFn) -> dict[str, Any]:
+    """Views over five attributes, two identifiers and two sensitive ones, values sometimes null, rows
+    cut into batches."""
+    attributes = ("A", "B", "C", "D", "E")
+    views: dict[str, tuple[str, ...]] = {}
+    for i in range(draw(st.integers(2, 4))):
+        chosen = draw(st.lists(st.sampled_from(attributes), min_size=1, max_size=3, unique=True))
+        views[f"v{i}"] = tuple(a for a in attributes if a in chosen)
+    value = st.integers(0, 2) | st.none()
+    rows = {
+        name: draw(st.lists(st.fixed_dictionaries(dict.fromkeys(schema, value)), max_size=6))
+        for name, schema in views.items()
+    }
+    return {"views": views, "rows": rows, "k": draw(st.sampled_from([2, 3])), "cut": draw(st.integers(1, 3))}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(several_pairs())
+def test_pairs_checked_together_equal_each_pair_alone(case: dict[str, Any]) -> None:
+    """The capped sets of a target are shared between the pairs that give the same set (no null telling
+    them apart): the covers of all pairs together, fed in batches, are those of each pair checked alone."""
+    views = tuple(ViewDefinition(name, schema) for name, schema in case["views"].items())
+    frames = {
+        name: pl.DataFrame(case["rows"][name], schema=dict.fromkeys(schema, pl.Int64))
+        for name, schema in case["views"].items()
+    }
+    together = AssociationCoverCheck(views, ("A", "B"), ("C", "D"), case["k"])
+    state = together.initialize()
+    for part in range(case["cut"]):
+        together.add(state, {name: frame.gather_every(case["cut"], part) for name, frame in frames.items()})
+    alone: set[tuple[str, Any, str, frozenset[Any]]] = set()
+    for identifier in ("A", "B"):
+        for sensitive in ("C", "D"):
+            single = AssociationCoverCheck(views, (identifier,), (sensitive,), case["k"])
+            alone |= _covers(single.update(single.initialize(), frames).raised)
+    assert _covers(together.result(state)) == alone

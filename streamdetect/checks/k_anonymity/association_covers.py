@@ -38,7 +38,7 @@ from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
-from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
+from streamdetect.relational.linked_values import SharedWork, cap_grown, linked_values
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
@@ -122,12 +122,33 @@ class AssociationCoverCheck:
         return AssociationCoverState()
 
     def _needed(self, identifier: str, sensitive: str) -> dict[str, list[str]]:
+        """Per view, the attributes the capped sets of a pair read: its identifier and sensitive attributes
+        and those two views share (rows with a null in any are left out: null never joins)."""
         counts: dict[str, int] = {}
         for view in self.views:
             for attribute in view.attributes:
                 counts[attribute] = counts.get(attribute, 0) + 1
         keep = {identifier, sensitive} | {a for a, count in counts.items() if count > 1}
         return {view.name: [a for a in view.attributes if a in keep] for view in self.views}
+
+    def _set_keys(self, seen: SeenRows) -> list[tuple[SetKey, int, SetKey | None]]:
+        """Every capped set kept (holder, identifier, sensitive, target) with its cap and, when an earlier
+        key is the same set, that key. w(p) does not depend on the pair, so an identifier's set is the same
+        for its pairs with every sensitive attribute (and the reverse) as long as the attribute that tells
+        the pairs apart holds no null in the rows kept (a null leaves its row out of its pair's join)."""
+        nullable = {a for name, rows in seen.rows.items() for a in rows.columns if rows.get_column(a).null_count()}
+        keys: list[tuple[SetKey, int, SetKey | None]] = []
+        first: dict[tuple[str, str], SetKey] = {}
+        for identifier, sensitive in self.pairs:
+            for holder in self.views:
+                for target, cap in ((identifier, 2), (sensitive, self.k)):
+                    key = (holder.name, identifier, sensitive, target)
+                    twin = first.get((holder.name, target))
+                    if twin is not None and ({twin[1], twin[2], identifier, sensitive} - {target}) & nullable:
+                        twin = None
+                    keys.append((key, cap, twin))
+                    first.setdefault((holder.name, target), key)
+        return keys
 
     def update(
         self,
@@ -172,34 +193,37 @@ class AssociationCoverCheck:
                 progress(1, 1)
             return
         active = self.released(state.seen)
-        total = len(batch) * len(active.views) * len(active.pairs) * 2
+        total = len(batch) * len(active.pairs) * len(active.views) * 2
         done = 0
         for name, frame in batch.items():
             new, positions = state.seen.add(name, frame, attributes[name])
             shared = SharedWork()
-            for identifier, sensitive in active.pairs:
-                needed = active._needed(identifier, sensitive)
-                for holder in active.views:
-                    for target, cap in ((identifier, 2), (sensitive, self.k)):
-                        done += 1
-                        if new.height:
-                            key = (holder.name, identifier, sensitive, target)
-                            active._apply(state, key, needed, name, new, positions, cap, shared)
-                        if progress is not None:
-                            progress(done, total)
+            for key, cap, twin in active._set_keys(state.seen):
+                done += 1
+                if new.height:
+                    active._apply(state, key, twin, name, new, positions, cap, shared)
+                if progress is not None:
+                    progress(done, total)
 
     def _apply(  # noqa: PLR0917 -- private; the update loop passes its whole context
         self,
         state: AssociationCoverState,
         key: SetKey,
-        needed: Mapping[str, list[str]],
+        twin: SetKey | None,
         changed: str,
         new_rows: pl.DataFrame,
         positions: pl.Series,
         cap: int,
         shared: SharedWork,
     ) -> None:
-        holder, _, _, target = key
+        """Grow ``key``'s set by the join of ``new_rows`` with the rows present, or take its twin's (the
+        same set, grown already: :meth:`_set_keys`)."""
+        if twin is not None:
+            if twin in state.sets:
+                state.sets[key] = state.sets[twin]
+            return
+        holder, identifier, sensitive, target = key
+        needed = self._needed(identifier, sensitive)
         relations: dict[str, pl.DataFrame] = {}
         for view in self.views:
             rows = new_rows if view.name == changed else state.seen.present(view.name)
@@ -220,7 +244,7 @@ class AssociationCoverCheck:
             return
         found = linked_values(relations, PF, target, cap, shared)
         current = state.sets.get(key)
-        state.sets[key] = found if current is None else cap_per_key(pl.concat([current, found]), [PF], cap)
+        state.sets[key] = found if current is None else _grown_sets(current, found, target, cap)
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's
@@ -236,12 +260,8 @@ class AssociationCoverCheck:
         rows, positions = seen.present(changed), seen.present_positions(changed)
         assert rows is not None
         shared = SharedWork()
-        for identifier, sensitive in active.pairs:
-            needed = active._needed(identifier, sensitive)
-            for holder in active.views:
-                for target, cap in ((identifier, 2), (sensitive, self.k)):
-                    key = (holder.name, identifier, sensitive, target)
-                    active._apply(state, key, needed, changed, rows, positions, cap, shared)
+        for key, cap, twin in active._set_keys(seen):
+            active._apply(state, key, twin, changed, rows, positions, cap, shared)
         return state
 
     def released(self, seen: SeenRows) -> AssociationCoverCheck:
@@ -345,6 +365,16 @@ def _order(finding: AssociationCoverFinding) -> tuple[str, str, str, tuple[str, 
         str(finding.identifier_value),
         tuple(map(str, finding.sensitive_values)),
     )
+
+
+def _grown_sets(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: int) -> pl.DataFrame:
+    """``current`` capped sets (at most ``cap`` values of ``target`` per PF) with the pairs ``found`` added:
+    only the PFs ``found`` holds are capped again, and only pairs not held yet are appended (a PF at its cap
+    keeps its values: which ``cap`` stand for "cap or more" does not matter). O(found) joins against the
+    sets, where capping the union anew grouped every set whole per batch."""
+    fresh = found.join(current, on=[PF, target], how="anti")
+    grown = cap_grown(current, fresh, target, cap)
+    return grown.rechunk() if grown.n_chunks() > 16 else grown
 
 
 def _distinct_rows(rows: pl.DataFrame, columns: list[pl.Expr | pl.Series]) -> pl.DataFrame:
