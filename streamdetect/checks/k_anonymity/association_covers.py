@@ -32,6 +32,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
+from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
@@ -45,8 +46,9 @@ K = TypeVar("K", bound=Hashable)
 PF = "\0pf"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
 SetKey = tuple[str, str, str, str]
-#: A cover in dictionary codes: (identifier attribute, sensitive attribute, identifier code, value codes)
-CoverCodes = tuple[str, str, int, frozenset[int]]
+#: What a batch added: per view, the rows that became present, their positions, and the work its runs
+#: did (for the states that share the rows).
+Grown = list[tuple[str, pl.DataFrame, pl.Series, SharedWork]]
 
 
 @dataclass
@@ -61,6 +63,19 @@ class AssociationCoverState:
     #: The findings of the last update (with forcing views): a cache (not serialized), so an update
     #: recomputes them once, not before and after.
     findings: list[Any] | None = field(default=None, compare=False)
+    #: The minimal covers kept between batches (:mod:`.cover_index`; not serialized, built when None), and
+    #: per set, the projection facts the joins since reached (what the index looks at again).
+    index: CoverIndex | None = field(default=None, compare=False, repr=False)
+    touched: dict[SetKey, list[pl.Series]] = field(default_factory=dict, compare=False, repr=False)
+    #: The findings of the last result, by cover and views (not serialized).
+    reported: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    #: States of the check over subsets of the views (the forcing-view search's), sharing ``seen`` and
+    #: grown with it; each with its check. Not serialized; dropped when the sets are recomputed.
+    subsets: dict[frozenset[str], tuple[Any, AssociationCoverState]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -169,8 +184,10 @@ class AssociationCoverCheck:
         batch: Mapping[str, pl.DataFrame],
         progress: Progress | None = None,
         retracted: Mapping[str, pl.DataFrame] | None = None,
-    ) -> None:
-        """The work of :meth:`update` without the diff: for a caller that reads the result its own way.
+    ) -> Grown | None:
+        """The work of :meth:`update` without the diff: for a caller that reads the result its own way. The
+        rows that became present per view with their positions (:meth:`grow`), or None when the sets were
+        recomputed.
 
         Withdrawals (``retracted``) are exact but not incremental: a withdrawn row can shrink T^v anywhere
         its PFs reach, so when a row is no longer present every capped set is recomputed from the rows
@@ -189,21 +206,38 @@ class AssociationCoverCheck:
             for name, frame in batch.items():
                 state.seen.add(name, frame, attributes[name])
             state.sets = self.recompute(state.seen).sets
+            state.index, state.touched = None, {}
             if progress is not None:
                 progress(1, 1)
-            return
+            return None
         active = self.released(state.seen)
         total = len(batch) * len(active.pairs) * len(active.views) * 2
         done = 0
+        grown: Grown = []
         for name, frame in batch.items():
             new, positions = state.seen.add(name, frame, attributes[name])
             shared = SharedWork()
+            grown.append((name, new, positions, shared))
             for key, cap, twin in active._set_keys(state.seen):
                 done += 1
                 if new.height:
                     active._apply(state, key, twin, name, new, positions, cap, shared)
                 if progress is not None:
                     progress(done, total)
+        return grown
+
+    def grow(self, state: AssociationCoverState, grown: Grown) -> None:
+        """Grow a state that shares its rows (``seen``) with another by the rows :meth:`add` added there
+        (a check over some of the views keeps up with the check over all of them)."""
+        active = self.released(state.seen)
+        names = {view.name for view in active.views}
+        for name, new, positions, shared in grown:
+            if name not in names or not new.height:
+                continue
+            # The batch's work shared with the other states' runs: a relation of the same view, role and
+            # attributes is the same frame, and an elimination over the same frames runs once.
+            for key, cap, twin in active._set_keys(state.seen):
+                active._apply(state, key, twin, name, new, positions, cap, shared)
 
     def _apply(  # noqa: PLR0917 -- private; the update loop passes its whole context
         self,
@@ -221,6 +255,8 @@ class AssociationCoverCheck:
         if twin is not None:
             if twin in state.sets:
                 state.sets[key] = state.sets[twin]
+            if twin in state.touched:
+                state.touched[key] = state.touched[twin]
             return
         holder, identifier, sensitive, target = key
         needed = self._needed(identifier, sensitive)
@@ -244,7 +280,12 @@ class AssociationCoverCheck:
             return
         found = linked_values(relations, PF, target, cap, shared)
         current = state.sets.get(key)
-        state.sets[key] = found if current is None else _grown_sets(current, found, target, cap)
+        if current is None:
+            state.sets[key], added = found, found
+        else:
+            state.sets[key], added = _grown_sets(current, found, target, cap)
+        if added.height:
+            state.touched.setdefault(key, []).append(added.get_column(PF))
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's
@@ -282,27 +323,20 @@ class AssociationCoverCheck:
 
     def minimal_cover_codes(self, state: AssociationCoverState) -> dict[CoverCodes, set[str]]:
         """Every minimal association cover below k, in dictionary codes, with the views whose projection
-        facts give it. No decoding: comparable across states that share dictionaries."""
-        covers: dict[tuple[str, str, Any, frozenset[Any]], set[str]] = {}
+        facts give it. No decoding: comparable across states that share dictionaries. Kept between batches
+        (:mod:`.cover_index`): a batch costs the projection facts its joins reached."""
         active = self.released(state.seen)
-        for identifier, sensitive in active.pairs:
-            for holder in active.views:
-                ids = state.sets.get((holder.name, identifier, sensitive, identifier))
-                values = state.sets.get((holder.name, identifier, sensitive, sensitive))
-                if ids is None or values is None:
-                    continue
-                single = ids.group_by(PF).agg(pl.col(identifier).first(), pl.len().alias("\0n"))
-                small = values.group_by(PF).agg(pl.col(sensitive))
-                candidates = (
-                    single.filter(pl.col("\0n") == 1).join(small, on=PF).filter(pl.col(sensitive).list.len() < self.k)
-                )
-                # Many projection facts give the same cover: one Python step per distinct cover.
-                distinct = candidates.select(identifier, pl.col(sensitive).list.sort()).unique()
-                for code, sensitive_codes in distinct.iter_rows():
-                    cover = (identifier, sensitive, code, frozenset(sensitive_codes))
-                    covers.setdefault(cover, set()).add(holder.name)
-        keyed = {((i, s, code), codes): views for (i, s, code, codes), views in covers.items()}
-        return {(i, s, code, codes): views for (i, s, code), codes, views in minimal_covers(keyed)}
+        givers = tuple((holder.name, e, s) for e, s in active.pairs for holder in active.views)
+        index = state.index
+        if index is None or index.givers != givers or index.k != self.k:
+            index = state.index = CoverIndex.build(state.sets, givers, self.k, PF)
+        elif state.touched:
+            reached: dict[tuple[str, str, str], list[pl.Series]] = {}
+            for (holder, identifier, sensitive, _), found in state.touched.items():
+                reached.setdefault((holder, identifier, sensitive), []).extend(found)
+            index.refresh(state.sets, {giver: pl.concat(found) for giver, found in reached.items() if giver in givers})
+        state.touched = {}
+        return {cover: set(holders) for cover, holders in index.minimal.items()}
 
     def result(
         self,
@@ -318,31 +352,39 @@ class AssociationCoverCheck:
         projection facts give the cover.
         """
         found = covers if covers is not None else self.minimal_cover_codes(state)
-        minimal = [
-            ((i, s, code), codes, views[(i, s, code, codes)] if views is not None else holders)
-            for (i, s, code, codes), holders in found.items()
-        ]
+        # A finding reported before with the same views is the same object again (its id and text are
+        # computed once; a batch changes few of thousands of covers).
+        known = state.reported
+        shown: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = {}
+        minimal = []
+        for cover, holders in found.items():
+            names = tuple(sorted(views[cover] if views is not None else holders))
+            finding = known.get((cover, names))
+            if finding is None:
+                minimal.append((cover, names))
+            else:
+                shown[(cover, names)] = finding
         # Decode in bulk, one gather per attribute: per-finding decoding dominated large results.
         wanted: dict[str, set[int]] = {}
-        for (identifier, sensitive, code), sensitive_codes, _ in minimal:
+        for (identifier, sensitive, code, sensitive_codes), _ in minimal:
             wanted.setdefault(identifier, set()).add(code)
             wanted.setdefault(sensitive, set()).update(sensitive_codes)
         decoded: dict[str, dict[int, Any]] = {
             attribute: dict(zip(sorted(codes), decode(state.seen.dictionaries, attribute, sorted(codes)), strict=True))
             for attribute, codes in wanted.items()
         }
-        findings = [
-            AssociationCoverFinding(
+        for cover, names in minimal:
+            identifier, sensitive, code, sensitive_codes = cover
+            shown[(cover, names)] = AssociationCoverFinding(
                 k=self.k,
                 identifier_attribute=identifier,
                 identifier_value=decoded[identifier][code],
                 sensitive_attribute=sensitive,
                 sensitive_values=tuple(sorted((decoded[sensitive][c] for c in sensitive_codes), key=str)),
-                views=tuple(sorted(views)),
+                views=names,
             )
-            for (identifier, sensitive, code), sensitive_codes, views in minimal
-        ]
-        return sorted(findings, key=_order)
+        state.reported = shown
+        return sorted(shown.values(), key=_order)
 
 
 def minimal_covers(covers: Mapping[tuple[K, frozenset[Any]], set[str]]) -> list[tuple[K, frozenset[Any], set[str]]]:
@@ -367,14 +409,15 @@ def _order(finding: AssociationCoverFinding) -> tuple[str, str, str, tuple[str, 
     )
 
 
-def _grown_sets(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: int) -> pl.DataFrame:
-    """``current`` capped sets (at most ``cap`` values of ``target`` per PF) with the pairs ``found`` added:
-    only the PFs ``found`` holds are capped again, and only pairs not held yet are appended (a PF at its cap
-    keeps its values: which ``cap`` stand for "cap or more" does not matter). O(found) joins against the
-    sets, where capping the union anew grouped every set whole per batch."""
+def _grown_sets(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``current`` capped sets (at most ``cap`` values of ``target`` per PF) with the pairs ``found`` added,
+    and the pairs appended: only the PFs ``found`` holds are capped again, and only pairs not held yet are
+    appended (a PF at its cap keeps its values: which ``cap`` stand for "cap or more" does not matter).
+    O(found) joins against the sets, where capping the union anew grouped every set whole per batch."""
     fresh = found.join(current, on=[PF, target], how="anti")
     grown = cap_grown(current, fresh, target, cap)
-    return grown.rechunk() if grown.n_chunks() > 16 else grown
+    added = grown.slice(current.height)
+    return (grown.rechunk() if grown.n_chunks() > 16 else grown), added
 
 
 def _distinct_rows(rows: pl.DataFrame, columns: list[pl.Expr | pl.Series]) -> pl.DataFrame:

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
-from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState, CoverCodes
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
+from streamdetect.checks.k_anonymity.cover_index import CoverCodes
 from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.k_anonymity.key_covers import KeyPathCoverCheck, key_path
@@ -26,7 +27,6 @@ from streamdetect.checks.k_anonymity.key_matching import KeyMatchingCoverCheck, 
 from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.checks.protocol import ProgressFactory
-from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
@@ -105,7 +105,12 @@ class JoinMethod:
 
     def add(self, state: AssociationCoverState, batch: Batch, progress: ProgressFactory | None) -> None:
         callback = progress("k-anonymity", len(batch.views)) if progress is not None else None
-        self.check.add(state, batch.views, callback, batch.retracted)
+        grown = self.check.add(state, batch.views, callback, batch.retracted)
+        if grown is None:
+            state.subsets.clear()  # recomputed: the subsets' states are built again when asked for
+            return
+        for check, kept in state.subsets.values():
+            check.grow(kept, grown)
 
     def has_rows(self, state: AssociationCoverState) -> bool:
         return any(state.seen.height(name) for name in state.seen.rows)
@@ -129,13 +134,18 @@ class JoinMethod:
             return []
         topology = self.topology
 
+        pairs = {(e, s) for e in topology.table.identifiers for s in topology.table.sensitive}
+
         def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> set[CoverCodes]:
-            narrower = choose_method(restricted(topology, subset, {(e, s) for e, s, _, _ in wanted}), self.k)
-            if not isinstance(narrower, JoinMethod):
-                return set()  # not the same method on fewer views (an FD became effective): not tried
-            present = {name: state.seen.present(name) for name in subset}
-            seen = SeenRows({name: rows for name, rows in present.items() if rows is not None}, state.seen.dictionaries)
-            return set(narrower.check.minimal_cover_codes(narrower.check.recompute(seen)))
+            del wanted  # a subset's state answers for every pair: it is kept and grown with the state
+            kept = state.subsets.get(subset)
+            if kept is None:
+                narrower = choose_method(restricted(topology, subset, pairs), self.k)
+                if not isinstance(narrower, JoinMethod):
+                    return set()  # not the same method on fewer views (an FD became effective): not tried
+                kept = state.subsets[subset] = (narrower.check, narrower.check.recompute(state.seen))
+            check, subset_state = kept
+            return set(check.minimal_cover_codes(subset_state))
 
         def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
             return _releasing(topology, key[0], key[1])
