@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
+import numpy as np
 import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
@@ -39,11 +40,13 @@ from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
-from streamdetect.relational.linked_values import SharedWork, cap_grown, linked_values
+from streamdetect.relational.linked_values import SharedWork, cap_grown, in_memory, linked_values
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
 PF = "\0pf"
+#: Marks the pairs a batch found among a set's (a name no attribute can have).
+_NEW = "\0new"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
 SetKey = tuple[str, str, str, str]
 #: What a batch added: per view, the rows that became present, their positions, and the work its runs
@@ -67,6 +70,9 @@ class AssociationCoverState:
     #: per set, the projection facts the joins since reached (what the index looks at again).
     index: CoverIndex | None = field(default=None, compare=False, repr=False)
     touched: dict[SetKey, list[pl.Series]] = field(default_factory=dict, compare=False, repr=False)
+    #: Per set, how many values each PF holds (numpy, by position; not serialized, built from the set):
+    #: a PF at its cap is *saturated*, its set never changes under arrivals, and it leaves the delta joins.
+    filled: dict[SetKey, Any] = field(default_factory=dict, compare=False, repr=False)
     #: The findings of the last result, by cover and views (not serialized).
     reported: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = field(
         default_factory=dict, compare=False, repr=False
@@ -206,7 +212,7 @@ class AssociationCoverCheck:
             for name, frame in batch.items():
                 state.seen.add(name, frame, attributes[name])
             state.sets = self.recompute(state.seen).sets
-            state.index, state.touched = None, {}
+            state.index, state.touched, state.filled = None, {}, {}
             if progress is not None:
                 progress(1, 1)
             return None
@@ -257,6 +263,7 @@ class AssociationCoverCheck:
                 state.sets[key] = state.sets[twin]
             if twin in state.touched:
                 state.touched[key] = state.touched[twin]
+            state.filled.pop(key, None)  # counted from the set when next needed (never one array for two)
             return
         holder, identifier, sensitive, target = key
         needed = self._needed(identifier, sensitive)
@@ -273,9 +280,10 @@ class AssociationCoverCheck:
             # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then
             # share their relations, and with them their eliminations (SharedWork keys by identity).
             role = ("holder" if view.name == holder else "", view.name == changed, tuple(needed[view.name]))
-            relations[view.name] = shared.remember(
-                ("relation", view.name, *role), partial(_distinct_rows, rows, columns)
-            )
+            relation = shared.remember(("relation", view.name, *role), partial(_distinct_rows, rows, columns))
+            if view.name == holder and view.name != changed:
+                relation = _open(relation, self._filled(state, key), cap, shared)
+            relations[view.name] = relation
         if any(frame.is_empty() for frame in relations.values()):
             return
         found = linked_values(relations, PF, target, cap, shared)
@@ -286,6 +294,21 @@ class AssociationCoverCheck:
             state.sets[key], added = _grown_sets(current, found, target, cap)
         if added.height:
             state.touched.setdefault(key, []).append(added.get_column(PF))
+            if key in state.filled:  # (otherwise counted from the grown set when next needed)
+                np.add.at(self._filled(state, key), added.get_column(PF).to_numpy(), 1)
+
+    def _filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
+        """How many values each PF of the key's holder has in its set (built from the set when absent,
+        extended as the holder's rows grow)."""
+        height = state.seen.rows[key[0]].height
+        filled = state.filled.get(key)
+        if filled is None:
+            kept = state.sets.get(key)
+            pfs = kept.get_column(PF).to_numpy() if kept is not None else np.zeros(0, dtype=np.int64)
+            filled = state.filled[key] = np.bincount(pfs, minlength=height).astype(np.int64)
+        elif len(filled) < height:
+            filled = state.filled[key] = np.concatenate([filled, np.zeros(height - len(filled), dtype=np.int64)])
+        return filled
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's
@@ -414,10 +437,48 @@ def _grown_sets(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: in
     and the pairs appended: only the PFs ``found`` holds are capped again, and only pairs not held yet are
     appended (a PF at its cap keeps its values: which ``cap`` stand for "cap or more" does not matter).
     O(found) joins against the sets, where capping the union anew grouped every set whole per batch."""
-    fresh = found.join(current, on=[PF, target], how="anti")
-    grown = cap_grown(current, fresh, target, cap)
-    added = grown.slice(current.height)
+    if found.is_empty():
+        return current, found
+    if found.height * 8 > current.height:
+        # Many pairs found: drop those held already (a hash of the sets), then cap per PF.
+        fresh = found.join(current, on=[PF, target], how="anti")
+        added = cap_grown(current, fresh, target, cap).slice(current.height)
+    else:
+        added = _added(current, found, target, cap)
+    if added.is_empty():
+        return current, added
+    grown = pl.concat([current, added])
     return (grown.rechunk() if grown.n_chunks() > 16 else grown), added
+
+
+def _added(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: int) -> pl.DataFrame:
+    """The pairs of ``found`` that grow ``current``'s sets, for a few pairs found: one query over the sets of
+    the PFs found (probing a hash of the batch's PFs, not of every set), then the pairs found; the first of
+    equal pairs kept, ``cap`` per PF, and those that came from ``found``."""
+    return in_memory(
+        pl.concat(
+            [
+                current.lazy().join(found.lazy().select(PF), on=PF, how="semi").with_columns(pl.lit(False).alias(_NEW)),
+                found.lazy().select(current.columns).with_columns(pl.lit(True).alias(_NEW)),
+            ]
+        )
+        .unique(subset=[PF, target], keep="first", maintain_order=True)
+        .group_by(PF, maintain_order=True)
+        .head(cap)
+        .filter(pl.col(_NEW))
+        .drop(_NEW)
+    )
+
+
+def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared: SharedWork) -> pl.DataFrame:
+    """The holder's relation without its saturated PFs (their sets are at the cap: a delta join cannot
+    change them), shared in the batch by the runs that leave out the same PFs."""
+    at = relation.get_column(PF).to_numpy()
+    open_rows = filled[at] < cap
+    if open_rows.all():
+        return relation
+    selector = pl.Series(open_rows)
+    return shared.subset(relation, f"open {cap}", selector, partial(relation.filter, selector))
 
 
 def _distinct_rows(rows: pl.DataFrame, columns: list[pl.Expr | pl.Series]) -> pl.DataFrame:
