@@ -347,7 +347,8 @@ class AssociationCoverCheck:
     def minimal_cover_codes(self, state: AssociationCoverState) -> dict[CoverCodes, set[str]]:
         """Every minimal association cover below k, in dictionary codes, with the views whose projection
         facts give it. No decoding: comparable across states that share dictionaries. Kept between batches
-        (:mod:`.cover_index`): a batch costs the projection facts its joins reached."""
+        (:mod:`.cover_index`): a batch costs the projection facts whose sets it grew. The mapping is the
+        index's own, valid until the next update: read it, do not change it."""
         active = self.released(state.seen)
         givers = tuple((holder.name, e, s) for e, s in active.pairs for holder in active.views)
         index = state.index
@@ -359,7 +360,7 @@ class AssociationCoverCheck:
                 reached.setdefault((holder, identifier, sensitive), []).extend(found)
             index.refresh(state.sets, {giver: pl.concat(found) for giver, found in reached.items() if giver in givers})
         state.touched = {}
-        return {cover: set(holders) for cover, holders in index.minimal.items()}
+        return index.minimal  # the index's own: read it, do not change it
 
     def result(
         self,

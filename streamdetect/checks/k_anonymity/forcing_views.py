@@ -22,13 +22,14 @@ none keeps the finding.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from itertools import combinations
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 #: The findings (their keys) a check run on a subset of the views finds, among the keys asked about
 #: (a run may restrict itself to what those keys need, e.g. their attributes).
-Finds = Callable[[frozenset[str], Collection[K]], set[K]]
+Finds = Callable[[frozenset[str], Collection[K]], AbstractSet[K]]
 #: Subset runs of the smallest-first search before the greedy fallback.
 MAX_RUNS = 64
 
@@ -51,10 +52,10 @@ def minimal_forcing_views(
     ``hints[key]``, views likely to force it (tried first within a size; any order gives a minimal set).
     At most ``max_runs`` smallest-first runs, then O(|views|) runs per distinct greedy path.
     """
-    memo: dict[frozenset[str], set[K]] = {}
+    memo: dict[frozenset[str], AbstractSet[K]] = {}
     asked = set(keys)
 
-    def found(subset: frozenset[str]) -> set[K]:
+    def found(subset: frozenset[str]) -> AbstractSet[K]:
         # Memoised per subset for every key still asked about, so that later questions reuse the run.
         if subset not in memo:
             memo[subset] = finds(subset, asked) if subset else set()
@@ -124,7 +125,7 @@ def _releases_both(subset: frozenset[str], holders: tuple[frozenset[str], frozen
 def _greedy(
     keys: Collection[K],
     views: Sequence[str],
-    found: Callable[[frozenset[str]], set[K]],
+    found: Callable[[frozenset[str]], AbstractSet[K]],
     monotone: Mapping[K, bool] | None,
 ) -> dict[K, frozenset[str]]:
     """Greedy deletion from all the views, shared per distinct subset; re-checked for non-monotone keys."""
@@ -144,7 +145,7 @@ def _greedy(
     return current
 
 
-def _shrink(key: K, subset: frozenset[str], found: Callable[[frozenset[str]], set[K]]) -> frozenset[str]:
+def _shrink(key: K, subset: frozenset[str], found: Callable[[frozenset[str]], AbstractSet[K]]) -> frozenset[str]:
     """Drop single views while the rest still finds ``key``, until no single deletion does."""
     while True:
         smaller = next((subset - {view} for view in sorted(subset) if key in found(subset - {view})), None)

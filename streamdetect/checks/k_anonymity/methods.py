@@ -11,6 +11,7 @@ asks its method, never which method it is.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -136,7 +137,7 @@ class JoinMethod:
 
         pairs = {(e, s) for e in topology.table.identifiers for s in topology.table.sensitive}
 
-        def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> set[CoverCodes]:
+        def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
             del wanted  # a subset's state answers for every pair: it is kept and grown with the state
             kept = state.subsets.get(subset)
             if kept is None:
@@ -145,7 +146,7 @@ class JoinMethod:
                     return set()  # not the same method on fewer views (an FD became effective): not tried
                 kept = state.subsets[subset] = (narrower.check, narrower.check.recompute(state.seen))
             check, subset_state = kept
-            return set(check.minimal_cover_codes(subset_state))
+            return check.minimal_cover_codes(subset_state).keys()
 
         def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
             return _releasing(topology, key[0], key[1])
