@@ -35,6 +35,7 @@ from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
+from streamdetect.checks.k_anonymity.kept_relations import PF, KeptRelations
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
@@ -44,7 +45,6 @@ from streamdetect.relational.linked_values import SharedWork, cap_grown, in_memo
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
-PF = "\0pf"
 #: Marks the pairs a batch found among a set's (a name no attribute can have).
 _NEW = "\0new"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
@@ -73,6 +73,9 @@ class AssociationCoverState:
     #: Per set, how many values each PF holds (numpy, by position; not serialized, built from the set):
     #: a PF at its cap is *saturated*, its set never changes under arrivals, and it leaves the delta joins.
     filled: dict[SetKey, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: The stored views' projections and the capped forms kept with them (:mod:`.kept_relations`; not
+    #: serialized). Shared with the subset states, which share the rows.
+    kept: KeptRelations = field(default_factory=KeptRelations, compare=False, repr=False)
     #: The findings of the last result, by cover and views (not serialized).
     reported: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = field(
         default_factory=dict, compare=False, repr=False
@@ -222,7 +225,7 @@ class AssociationCoverCheck:
         grown: Grown = []
         for name, frame in batch.items():
             new, positions = state.seen.add(name, frame, attributes[name])
-            shared = SharedWork()
+            shared = SharedWork(state.kept.caps)
             grown.append((name, new, positions, shared))
             for key, cap, twin in active._set_keys(state.seen):
                 done += 1
@@ -259,31 +262,31 @@ class AssociationCoverCheck:
         """Grow ``key``'s set by the join of ``new_rows`` with the rows present, or take its twin's (the
         same set, grown already: :meth:`_set_keys`)."""
         if twin is not None:
-            if twin in state.sets:
-                state.sets[key] = state.sets[twin]
-            if twin in state.touched:
-                state.touched[key] = state.touched[twin]
-            state.filled.pop(key, None)  # counted from the set when next needed (never one array for two)
+            _share(state, key, twin)
             return
         holder, identifier, sensitive, target = key
         needed = self._needed(identifier, sensitive)
         relations: dict[str, pl.DataFrame] = {}
         for view in self.views:
-            rows = new_rows if view.name == changed else state.seen.present(view.name)
-            assert rows is not None  # every view read has rows (:meth:`released`)
+            if not needed[view.name] and view.name != holder:
+                continue  # a view sharing nothing needed only has to be non-empty, and every view is
+            if view.name != changed:
+                # The stored view's projection, the same frame between batches while the view does not
+                # change (:mod:`.kept_relations`): what is computed from it is kept with it.
+                relation = state.kept.relation(state.seen, view.name, needed[view.name], view.name == holder)
+                if view.name == holder:
+                    relation = _open(relation, self._filled(state, key), cap, shared)
+                relations[view.name] = relation
+                continue
             columns: list[pl.Expr | pl.Series] = [pl.col(a) for a in needed[view.name]]
             if view.name == holder:
-                at = positions if view.name == changed else state.seen.present_positions(view.name)
-                columns.append(at.alias(PF))
-            if not columns:
-                continue  # a view sharing nothing needed only has to be non-empty, and every view is
+                columns.append(positions.alias(PF))
             # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then
             # share their relations, and with them their eliminations (SharedWork keys by identity).
-            role = ("holder" if view.name == holder else "", view.name == changed, tuple(needed[view.name]))
-            relation = shared.remember(("relation", view.name, *role), partial(_distinct_rows, rows, columns))
-            if view.name == holder and view.name != changed:
-                relation = _open(relation, self._filled(state, key), cap, shared)
-            relations[view.name] = relation
+            role = ("holder" if view.name == holder else "", tuple(needed[view.name]))
+            relations[view.name] = shared.remember(
+                ("relation", view.name, *role), partial(_distinct_rows, new_rows, columns)
+            )
         if any(frame.is_empty() for frame in relations.values()):
             return
         found = linked_values(relations, PF, target, cap, shared)
@@ -323,7 +326,7 @@ class AssociationCoverCheck:
         changed = active.views[0].name
         rows, positions = seen.present(changed), seen.present_positions(changed)
         assert rows is not None
-        shared = SharedWork()
+        shared = SharedWork(state.kept.caps)
         for key, cap, twin in active._set_keys(seen):
             active._apply(state, key, twin, changed, rows, positions, cap, shared)
         return state
@@ -469,6 +472,15 @@ def _added(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: int) ->
         .filter(pl.col(_NEW))
         .drop(_NEW)
     )
+
+
+def _share(state: AssociationCoverState, key: SetKey, twin: SetKey) -> None:
+    """``key``'s set is ``twin``'s (grown already): take it, and what the batch touched of it."""
+    if twin in state.sets:
+        state.sets[key] = state.sets[twin]
+    if twin in state.touched:
+        state.touched[key] = state.touched[twin]
+    state.filled.pop(key, None)  # counted from the set when next needed (never one array for two)
 
 
 def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared: SharedWork) -> pl.DataFrame:

@@ -144,7 +144,9 @@ class JoinMethod:
                 narrower = choose_method(restricted(topology, subset, pairs), self.k)
                 if not isinstance(narrower, JoinMethod):
                     return set()  # not the same method on fewer views (an FD became effective): not tried
-                kept = state.subsets[subset] = (narrower.check, narrower.check.recompute(state.seen))
+                subset_state = narrower.check.recompute(state.seen)
+                subset_state.kept = state.kept  # the same rows: the same projections
+                kept = state.subsets[subset] = (narrower.check, subset_state)
             check, subset_state = kept
             return check.minimal_cover_codes(subset_state).keys()
 
