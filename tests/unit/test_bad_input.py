@@ -406,3 +406,17 @@ def test_bad_loose_options_exit_2(options: list[str], expected: list[str]) -> No
     assert "Traceback" not in result.output
     for part in expected:
         assert part in result.stderr, result.stderr
+
+
+def test_rsind_refuses_value_classes_past_its_bound_naming_the_attribute(tmp_path: Path) -> None:
+    """A selection on the private attribute makes RSIND evaluate it for every distinct row and value:
+    past the bound, exit 2 naming the attribute and the sizes, not a run of minutes."""
+    topology = (
+        "table:\n  attributes: [Age, Problem]\n  sensitive: [Problem]\n  source: t.csv\n"
+        "views:\n  - name: v\n    attributes: [Age, Problem]\n    where: \"Problem = 'p0' OR Age > 5\"\n"
+        "checks:\n  rsind: {k: 2}\n"
+    )
+    rows = "Age,Problem\n" + "".join(f"{i},p{i}\n" for i in range(2_300))
+    code, _, stderr = _run(_write(tmp_path, topology, {"t.csv": rows}))
+    assert code == 2, stderr
+    assert "'Problem'" in stderr and "2,300" in stderr
