@@ -80,9 +80,10 @@ class AssociationCoverState:
     reported: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = field(
         default_factory=dict, compare=False, repr=False
     )
-    #: States of the check over subsets of the views (the forcing-view search's), sharing ``seen`` and
-    #: grown with it; each with its check. Not serialized; dropped when the sets are recomputed.
-    subsets: dict[frozenset[str], tuple[Any, AssociationCoverState]] = field(
+    #: States of the check over subsets of the views for some (identifier, sensitive) pairs (the
+    #: forcing-view search's: ``methods.SubsetState``), sharing ``seen`` and grown by its rows when asked.
+    #: Not serialized; dropped when the sets are recomputed, or when searches stop asking for them.
+    subsets: dict[tuple[frozenset[str], frozenset[tuple[str, str]]], Any] = field(
         default_factory=dict, compare=False, repr=False
     )
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
-from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState, Grown
 from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.k_anonymity.cover_index import CoverCodes
 from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
@@ -30,6 +30,7 @@ from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.checks.protocol import ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
+from streamdetect.relational.linked_values import SharedWork
 
 #: The raw check a method wraps (what :func:`k_anonymity_check` returns).
 KAnonymityCheck = AssociationCoverCheck | RecomputedCheck[AssociationCoverFinding]
@@ -85,6 +86,44 @@ class Method(Protocol):
         ...
 
 
+#: Searches in a row that may leave a subset's state unasked before it is dropped (its rows pile up).
+IDLE_SEARCHES = 16
+
+
+@dataclass
+class SubsetState:
+    """The check over a subset of the views and its state, which shares the rows of the state over all of
+    them; grown by the rows they added since it was last asked (:meth:`catch_up`), not per batch: a
+    search asks for some subsets only now and then."""
+
+    check: AssociationCoverCheck
+    state: AssociationCoverState
+    #: Per batch since the last catch-up, per view, the rows that became present and their positions.
+    pending: list[tuple[str, pl.DataFrame, pl.Series]] = field(default_factory=list)
+    #: Searches in a row that did not ask for it.
+    idle: int = 0
+
+    def catch_up(self) -> None:
+        """Grow the state by the rows pending, each view's rows in one delta (a delta join with the rows
+        present now finds what the batches' joins would have, and the sets are capped unions)."""
+        if not self.pending:
+            return
+        by_view: dict[str, list[tuple[pl.DataFrame, pl.Series]]] = {}
+        for name, new, positions in self.pending:
+            by_view.setdefault(name, []).append((new, positions))
+        grown: Grown = [
+            (
+                name,
+                pl.concat([new for new, _ in parts]),
+                pl.concat([positions for _, positions in parts]),
+                SharedWork(self.state.kept.caps),
+            )
+            for name, parts in by_view.items()
+        ]
+        self.pending = []
+        self.check.grow(self.state, grown)
+
+
 @dataclass(frozen=True)
 class JoinMethod:
     """The association covers, incremental (projection-only views, no effective functional dependency)."""
@@ -110,8 +149,8 @@ class JoinMethod:
         if grown is None:
             state.subsets.clear()  # recomputed: the subsets' states are built again when asked for
             return
-        for check, kept in state.subsets.values():
-            check.grow(kept, grown)
+        for subset in state.subsets.values():
+            subset.pending.extend((name, new, positions) for name, new, positions, _ in grown)
 
     def has_rows(self, state: AssociationCoverState) -> bool:
         return any(state.seen.height(name) for name in state.seen.rows)
@@ -132,23 +171,29 @@ class JoinMethod:
         method = self.check
         full = method.minimal_cover_codes(state)
         if not full:
+            state.subsets.clear()  # no search asks for them
             return []
         topology = self.topology
 
-        pairs = {(e, s) for e in topology.table.identifiers for s in topology.table.sensitive}
+        # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
+        # it is asked again next batch); states this search does not ask for are dropped after it.
+        pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
+        asked: set[tuple[frozenset[str], frozenset[tuple[str, str]]]] = set()
 
         def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
-            del wanted  # a subset's state answers for every pair: it is kept and grown with the state
-            kept = state.subsets.get(subset)
+            del wanted  # every cover of the pairs above: the state is kept between batches
+            key = (subset, pairs)
+            asked.add(key)
+            kept = state.subsets.get(key)
             if kept is None:
-                narrower = choose_method(restricted(topology, subset, pairs), self.k)
+                narrower = choose_method(restricted(topology, subset, set(pairs)), self.k)
                 if not isinstance(narrower, JoinMethod):
                     return set()  # not the same method on fewer views (an FD became effective): not tried
                 subset_state = narrower.check.recompute(state.seen)
                 subset_state.kept = state.kept  # the same rows: the same projections
-                kept = state.subsets[subset] = (narrower.check, subset_state)
-            check, subset_state = kept
-            return check.minimal_cover_codes(subset_state).keys()
+                kept = state.subsets[key] = SubsetState(narrower.check, subset_state)
+            kept.catch_up()
+            return kept.check.minimal_cover_codes(kept.state).keys()
 
         def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
             return _releasing(topology, key[0], key[1])
@@ -156,6 +201,10 @@ class JoinMethod:
         order = [view.name for view in topology.views]
         hints = {key: frozenset(holders) for key, holders in full.items()}
         forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=hints)
+        for key, subset in list(state.subsets.items()):
+            subset.idle = 0 if key in asked else subset.idle + 1
+            if subset.idle > IDLE_SEARCHES:
+                del state.subsets[key]
         return method.result(state, covers=full, views=forcing)
 
 
