@@ -301,6 +301,15 @@ class AssociationCoverCheck:
             if key in state.filled:  # (otherwise counted from the grown set when next needed)
                 np.add.at(self._filled(state, key), added.get_column(PF).to_numpy(), 1)
 
+    def _eligible(self, state: AssociationCoverState, giver: tuple[str, str, str], pfs: pl.Series) -> pl.Series:
+        """The PFs of ``pfs`` whose sets can give a cover: one identifier value, fewer than k sensitive ones
+        (from the counts kept beside the sets)."""
+        holder, identifier, sensitive = giver
+        ids = self._filled(state, (holder, identifier, sensitive, identifier))
+        values = self._filled(state, (holder, identifier, sensitive, sensitive))
+        at = pfs.to_numpy()
+        return pfs.filter(pl.Series((ids[at] == 1) & (values[at] < self.k)))
+
     def _filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
         """How many values each PF of the key's holder has in its set (built from the set when absent,
         extended as the holder's rows grow)."""
@@ -362,7 +371,11 @@ class AssociationCoverCheck:
             reached: dict[tuple[str, str, str], list[pl.Series]] = {}
             for (holder, identifier, sensitive, _), found in state.touched.items():
                 reached.setdefault((holder, identifier, sensitive), []).extend(found)
-            index.refresh(state.sets, {giver: pl.concat(found) for giver, found in reached.items() if giver in givers})
+            index.refresh(
+                state.sets,
+                {giver: pl.concat(found) for giver, found in reached.items() if giver in givers},
+                partial(self._eligible, state),
+            )
         state.touched = {}
         return index.minimal  # the index's own: read it, do not change it
 

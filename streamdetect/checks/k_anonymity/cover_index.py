@@ -11,7 +11,7 @@ facts it touched and the minimality of their values. A withdrawal, or a view's f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -65,23 +65,34 @@ class CoverIndex:
         return index
 
     def refresh(
-        self, sets: Mapping[tuple[str, str, str, str], pl.DataFrame], touched: Mapping[Giver, pl.Series]
+        self,
+        sets: Mapping[tuple[str, str, str, str], pl.DataFrame],
+        touched: Mapping[Giver, pl.Series],
+        eligible: Callable[[Giver, pl.Series], pl.Series] | None = None,
     ) -> None:
         """Bring the index up to ``sets`` after a batch whose joins reached the projection facts
-        ``touched`` (per giver; a superset of those whose sets grew)."""
+        ``touched`` (per giver; a superset of those whose sets grew). ``eligible(giver, pfs)``, when given,
+        keeps those of ``pfs`` whose set sizes let them give a cover (one identifier value, fewer than k
+        sensitive ones): only those are read from the sets, and only those that gave one are taken back."""
         values: set[tuple[str, str, int]] = set()
         for giver, reached in touched.items():
             frames = self._frames(sets, giver)
             if frames is None:
                 continue
-            only = reached.unique().to_frame(self.pf)
+            pfs = reached.unique()
             before = self.given.get(giver)
             if before is not None:
-                values |= self._count(giver, before.join(only, on=self.pf, how="semi"), -1)
-                before = before.join(only, on=self.pf, how="anti")
-            now = self._given(frames, (giver[1], giver[2]), only)
-            values |= self._count(giver, now, 1)
-            self.given[giver] = now if before is None else pl.concat([before, now], rechunk=False)
+                gone = before.join(pfs.to_frame(self.pf), on=self.pf, how="semi")
+                if gone.height:
+                    values |= self._count(giver, gone, -1)
+                    before = before.join(gone.select(self.pf), on=self.pf, how="anti")
+            candidates = eligible(giver, pfs) if eligible is not None else pfs
+            now = self._given(frames, (giver[1], giver[2]), candidates.to_frame(self.pf)) if candidates.len() else None
+            if now is not None and now.height:
+                values |= self._count(giver, now, 1)
+                before = now if before is None else pl.concat([before, now], rechunk=False)
+            if before is not None:
+                self.given[giver] = before
         self._minimise(values)
 
     def _given(
