@@ -228,12 +228,7 @@ class AssociationCoverCheck:
             new, positions = state.seen.add(name, frame, attributes[name])
             shared = SharedWork(state.kept.caps)
             grown.append((name, new, positions, shared))
-            for key, cap, twin in active._set_keys(state.seen):
-                done += 1
-                if new.height:
-                    active._apply(state, key, twin, name, new, positions, cap, shared)
-                if progress is not None:
-                    progress(done, total)
+            done = active._grow_by(state, name, new, positions, shared, progress, (done, total))
         return grown
 
     def grow(self, state: AssociationCoverState, grown: Grown) -> None:
@@ -242,12 +237,31 @@ class AssociationCoverCheck:
         active = self.released(state.seen)
         names = {view.name for view in active.views}
         for name, new, positions, shared in grown:
-            if name not in names or not new.height:
-                continue
-            # The batch's work shared with the other states' runs: a relation of the same view, role and
-            # attributes is the same frame, and an elimination over the same frames runs once.
-            for key, cap, twin in active._set_keys(state.seen):
-                active._apply(state, key, twin, name, new, positions, cap, shared)
+            if name in names:
+                # The batch's work shared with the other states' runs: a relation of the same view, role
+                # and attributes is the same frame, and an elimination over the same frames runs once.
+                active._grow_by(state, name, new, positions, shared)
+
+    def _grow_by(  # noqa: PLR0917 -- private; the update loop passes its whole context
+        self,
+        state: AssociationCoverState,
+        name: str,
+        new: pl.DataFrame,
+        positions: pl.Series,
+        shared: SharedWork,
+        progress: Progress | None = None,
+        done: tuple[int, int] = (0, 0),
+    ) -> int:
+        """Grow every capped set by the join of ``name``'s rows ``new`` (at ``positions``) with the rows
+        present; ``progress`` told of each set, counting from ``done`` (sets done, total). The sets done."""
+        count, total = done
+        for key, cap, twin in self._set_keys(state.seen):
+            if new.height:
+                self._apply(state, key, twin, name, new, positions, cap, shared)
+            count += 1
+            if progress is not None:
+                progress(count, total)
+        return count
 
     def _apply(  # noqa: PLR0917 -- private; the update loop passes its whole context
         self,
@@ -336,9 +350,7 @@ class AssociationCoverCheck:
         changed = active.views[0].name
         rows, positions = seen.present(changed), seen.present_positions(changed)
         assert rows is not None
-        shared = SharedWork(state.kept.caps)
-        for key, cap, twin in active._set_keys(seen):
-            active._apply(state, key, twin, changed, rows, positions, cap, shared)
+        active._grow_by(state, changed, rows, positions, SharedWork(state.kept.caps))
         return state
 
     def released(self, seen: SeenRows) -> AssociationCoverCheck:
