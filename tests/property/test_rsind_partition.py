@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.findings import Delta
+from streamdetect.checks.indistinguishability.csind import clique_groups, compatible, row_nodes, value_classes
 from streamdetect.checks.indistinguishability.rsind import RsindCheck
 from streamdetect.model.predicates import And, Comparison, Membership, Or, Predicate
 from streamdetect.model.topology import ViewDefinition
@@ -101,6 +102,18 @@ def _checked(case: dict[str, Any]) -> tuple[RsindCheck, Any]:
     state = check.initialize()
     check.update(state, _frame(case["rows"]))
     return check, state
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_nodes_read_csind_as_the_definition_does(case: dict[str, Any]) -> None:
+    """Two rows are CSIND iff their nodes are compatible, iff the nodes share a clique group."""
+    frame = _frame(case["rows"])
+    nodes = list(row_nodes(frame, case["views"], "P", value_classes(case["views"], frame, "P")))
+    for i, j in combinations(range(len(nodes)), 2):
+        expected = _csind(case["views"], case["rows"][i], case["rows"][j])
+        assert compatible(nodes[i], nodes[j]) == expected
+        assert bool(set(clique_groups(nodes[i])) & set(clique_groups(nodes[j]))) == expected
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

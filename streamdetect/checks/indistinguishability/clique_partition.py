@@ -44,7 +44,7 @@ class Block:
         if self.counts:
             self.agreed = {c: image for c, image in self.agreed.items() if node.stable[c] and node.images[c] == image}
         else:
-            self.agreed = {c: node.images[c] for c in range(len(node.images)) if node.stable[c]}
+            self.agreed = node.agreed()
         self.counts[index] = self.counts.get(index, 0) + count
         self.classes.add(node.cls)
         self.rows += count
@@ -96,9 +96,8 @@ class _Repair:
         #: Nodes by (class, image) where they are stable: the candidates to join a block.
         self.by_image: dict[tuple[int, Hashable], list[int]] = {}
         for i, node in enumerate(nodes):
-            for c in range(len(node.images)):
-                if node.stable[c]:
-                    self.by_image.setdefault((c, node.images[c]), []).append(i)
+            for c, image in node.agreed().items():
+                self.by_image.setdefault((c, image), []).append(i)
         #: Blocks that hold (or held) rows of each node.
         self.holders: dict[int, list[int]] = {}
         for block in blocks:

@@ -51,6 +51,10 @@ class Node(NamedTuple):
     images: tuple[Hashable, ...]
     stable: tuple[bool, ...]
 
+    def agreed(self) -> dict[int, Hashable]:
+        """Its image at each class it is stable on (what a block of its rows alone agrees on)."""
+        return {c: image for c, (image, stable) in enumerate(zip(self.images, self.stable, strict=True)) if stable}
+
 
 @dataclass(frozen=True)
 class ValueClasses:

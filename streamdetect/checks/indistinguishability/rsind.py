@@ -51,6 +51,8 @@ class Partition:
     #: Row positions per node, and per node its first row's canonical key.
     rows: list[list[int]] = field(default_factory=list)
     first: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    #: Per row, its private value as text: with the row's public values, its canonical key.
+    texts: list[str] = field(default_factory=list)
     parent: list[int] = field(default_factory=list)
     #: A node of each clique group (:func:`~.csind.clique_groups`) met so far.
     groups: dict[Hashable, int] = field(default_factory=dict)
@@ -192,31 +194,29 @@ class RsindCheck:
         if rows is None or rows.is_empty():
             state.partitions.pop(sensitive, None)
             return diff(part.every_finding() if part is not None else [], [])
-        classes = self._classes(rows, sensitive, part)
-        if part is None or classes is None or part.covered > rows.height:
+        classes, kept = self._classes(rows, sensitive, part)
+        if part is None or not kept or part.covered > rows.height:
             before = part.every_finding() if part is not None else []
-            part = state.partitions[sensitive] = Partition(classes or value_classes(self.views, rows, sensitive))
+            part = state.partitions[sensitive] = Partition(classes)
             _, after = self._extend(state, sensitive, part)
             return diff(before, after)
         part.classes = classes
         old, new = self._extend(state, sensitive, part)
         return diff(old, new)
 
-    def _classes(self, rows: pl.DataFrame, sensitive: str, part: Partition | None) -> ValueClasses | None:
-        """The value classes over ``rows`` numbered as ``part``'s, or None when they changed (a new class,
-        or values of one class parted): then the nodes are rebuilt."""
-        if part is None:
-            return None
-        if not dependent_views(self.views, sensitive):
-            return part.classes  # one class, whatever the values
+    def _classes(self, rows: pl.DataFrame, sensitive: str, part: Partition | None) -> tuple[ValueClasses, bool]:
+        """The value classes over ``rows``, and whether they are ``part``'s (then numbered as its): when
+        they changed (a new class, or values of one class parted) the nodes are rebuilt."""
+        if part is not None and not dependent_views(self.views, sensitive):
+            return part.classes, True  # one class, whatever the values
         fresh = value_classes(self.views, rows, sensitive)
-        if len(fresh.representatives) != len(part.classes.representatives):
-            return None
+        if part is None or len(fresh.representatives) != len(part.classes.representatives):
+            return fresh, False
         numbering: dict[int, int] = {}
         for value, number in part.classes.of.items():
             if numbering.setdefault(fresh.of[value], number) != number:
-                return None
-        return ValueClasses({v: numbering[n] for v, n in fresh.of.items()}, part.classes.representatives)
+                return fresh, False
+        return ValueClasses({v: numbering[n] for v, n in fresh.of.items()}, part.classes.representatives), True
 
     def _extend(
         self, state: SindState, sensitive: str, part: Partition
@@ -228,7 +228,7 @@ class RsindCheck:
         start = part.covered
         fresh = rows.slice(start)
         cache = row_cache(state, self.public)
-        values = [str(value) for value in fresh.get_column(sensitive).to_list()]
+        part.texts.extend(str(value) for value in fresh.get_column(sensitive).to_list())
         old: list[RsindFinding] = []
         touched: set[int] = set()
         created: list[int] = []
@@ -242,7 +242,7 @@ class RsindCheck:
                 part.release(part.find(number), old)
             touched.add(number)
             part.rows[number].append(position)
-            key = (cache.keys[position], values[offset])
+            key = (cache.keys[position], part.texts[position])
             if len(part.rows[number]) == 1 or key < part.first[number]:
                 part.first[number] = key
         for number in created:
@@ -256,14 +256,14 @@ class RsindCheck:
         new: list[RsindFinding] = []
         exact = self.exact_for(sensitive, part.classes)
         for root in {part.find(number) for number in touched}:
-            blocks = self._blocks(part, root, cache, rows.get_column(sensitive))
+            blocks = self._blocks(part, root, cache)
             part.blocks[root] = blocks
             findings = [self._finding(sensitive, block, cache, exact) for block in blocks if len(block) < self.k]
             part.findings[root] = findings
             new.extend(findings)
         return old, new
 
-    def _blocks(self, part: Partition, root: int, cache: RowCache, values: pl.Series) -> list[list[int]]:
+    def _blocks(self, part: Partition, root: int, cache: RowCache) -> list[list[int]]:
         """A component's blocks as row positions, each in the order of its members' public values."""
         members = part.members[root]
         if len(members) == 1:
@@ -275,10 +275,7 @@ class RsindCheck:
         # Each node's rows in canonical order, handed out to the blocks that count them.
         remaining: dict[int, list[int]] = {}
         for index, number in enumerate(ordered):
-            positions = part.rows[number]
-            texts = [str(value) for value in values.gather(positions).to_list()]
-            keyed = sorted(zip(positions, texts, strict=True), key=lambda pair: (cache.keys[pair[0]], pair[1]))
-            remaining[index] = [position for position, _ in keyed]
+            remaining[index] = sorted(part.rows[number], key=lambda row: (cache.keys[row], part.texts[row]))
         blocks = []
         for block in counts:
             taken: list[int] = []
