@@ -153,6 +153,8 @@ class Delta(Generic[F]):
 
 def diff(before: Sequence[Finding], after: Sequence[Finding]) -> Delta[Any]:
     """The findings in ``after`` and not ``before`` (raised), and the reverse (cleared), by id."""
+    if before is after:
+        return Delta(raised=(), cleared=())
     old = {finding.id: finding for finding in before}
     new = {finding.id: finding for finding in after}
     return Delta(

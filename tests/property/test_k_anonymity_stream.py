@@ -62,3 +62,36 @@ def test_every_batch_gives_the_findings_of_a_fresh_check(case: dict[str, Any], r
         fresh = Detector(topology)
         fresh.update(Batch(views=_frames(case, present)))
         assert sorted(f.id for f in detector.findings()) == sorted(f.id for f in fresh.findings())
+
+
+def test_forcing_views_follow_a_subset_whose_covers_change_alone() -> None:
+    """The covers over all the views stay the same while those over a subset change: the forcing views
+    must follow (the search's findings are kept only while every subset it read finds the same).
+
+    v2 releases B, v0 and v1 release C, and v2 shares nothing (a cross product). With k = 3 every B value
+    has the cover {1}: forced by {v0, v2} while v0 holds only C = 1; when C = 0 comes back to v0, {v0, v2}
+    gives the cover {0, 1} instead, and {1} is forced by {v1, v2} (v1's C values are still {1})."""
+    case = {"views": {"v0": ("C",), "v1": ("C", "E"), "v2": ("B",)}, "k": 3}
+    topology = _topology(case)
+    steps: list[tuple[dict[str, list[dict[str, int]]], dict[str, list[dict[str, int]]]]] = [
+        ({"v1": [{"C": 0, "E": 1}, {"C": 1, "E": 0}], "v0": [{"C": 0}]}, {}),
+        ({"v0": [{"C": 1}]}, {}),
+        ({"v2": [{"B": 0}, {"B": 1}]}, {"v0": [{"C": 0}], "v1": [{"C": 0, "E": 1}]}),
+        ({"v0": [{"C": 0}]}, {}),
+    ]
+    detector = Detector(topology)
+    present: dict[str, list[dict[str, int]]] = {name: [] for name in case["views"]}
+    for added, withdrawn in steps:
+        for name, rows in withdrawn.items():
+            for row in rows:
+                present[name].remove(row)
+        for name, rows in added.items():
+            present[name].extend(rows)
+        detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
+        fresh = Detector(topology)
+        fresh.update(Batch(views=_frames(case, present)))
+        assert sorted(f.id for f in detector.findings()) == sorted(f.id for f in fresh.findings())
+    assert {(f.identifier_value, f.sensitive_values, f.views) for f in detector.findings()} == {
+        (0, (1,), ("v1", "v2")),
+        (1, (1,), ("v1", "v2")),
+    }

@@ -35,7 +35,8 @@ from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
-from streamdetect.checks.k_anonymity.kept_relations import PF, KeptRelations
+from streamdetect.checks.k_anonymity.held_values import HeldValues
+from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, with_positions
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
@@ -70,9 +71,11 @@ class AssociationCoverState:
     #: per set, the projection facts the joins since reached (what the index looks at again).
     index: CoverIndex | None = field(default=None, compare=False, repr=False)
     touched: dict[SetKey, list[pl.Series]] = field(default_factory=dict, compare=False, repr=False)
-    #: Per set, how many values each PF holds (numpy, by position; not serialized, built from the set):
-    #: a PF at its cap is *saturated*, its set never changes under arrivals, and it leaves the delta joins.
-    filled: dict[SetKey, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: Per set, what each PF holds (:mod:`.held_values`; not serialized, built from the set): a PF at its
+    #: cap is *saturated*, its set never changes under arrivals, and it leaves the delta joins.
+    held: dict[SetKey, HeldValues] = field(default_factory=dict, compare=False, repr=False)
+    #: The sets whose ``held`` is their twin's object (:meth:`AssociationCoverCheck._set_keys`).
+    borrowed: set[SetKey] = field(default_factory=set, compare=False, repr=False)
     #: The stored views' projections and the capped forms kept with them (:mod:`.kept_relations`; not
     #: serialized). Shared with the subset states, which share the rows.
     kept: KeptRelations = field(default_factory=KeptRelations, compare=False, repr=False)
@@ -86,6 +89,9 @@ class AssociationCoverState:
     subsets: dict[tuple[frozenset[str], frozenset[tuple[str, str]]], Any] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: The last forcing-view search (``methods.Search``; not serialized): its findings stand while the
+    #: covers it read do not change.
+    search: Any = field(default=None, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -146,15 +152,23 @@ class AssociationCoverCheck:
         """An empty state."""
         return AssociationCoverState()
 
-    def _needed(self, identifier: str, sensitive: str) -> dict[str, list[str]]:
-        """Per view, the attributes the capped sets of a pair read: its identifier and sensitive attributes
-        and those two views share (rows with a null in any are left out: null never joins)."""
+    def _needed(self, identifier: str, sensitive: str, target: str) -> dict[str, tuple[list[str], Filters]]:
+        """Per view, the attributes a capped set of the pair with this target reads: the target and the
+        attributes two views share; and the pair's other attribute where a view holds it unshared, as a
+        filter only (a row with a null there is left out of the pair's join: null never joins). Any
+        other attribute of a view only repeats its rows."""
         counts: dict[str, int] = {}
         for view in self.views:
             for attribute in view.attributes:
                 counts[attribute] = counts.get(attribute, 0) + 1
-        keep = {identifier, sensitive} | {a for a, count in counts.items() if count > 1}
-        return {view.name: [a for a in view.attributes if a in keep] for view in self.views}
+        keep = {target} | {a for a, count in counts.items() if count > 1}
+        return {
+            view.name: (
+                [a for a in view.attributes if a in keep],
+                tuple(a for a in view.attributes if a in {identifier, sensitive} - keep),
+            )
+            for view in self.views
+        }
 
     def _set_keys(self, seen: SeenRows) -> list[tuple[SetKey, int, SetKey | None]]:
         """Every capped set kept (holder, identifier, sensitive, target) with its cap and, when an earlier
@@ -216,7 +230,7 @@ class AssociationCoverCheck:
             for name, frame in batch.items():
                 state.seen.add(name, frame, attributes[name])
             state.sets = self.recompute(state.seen).sets
-            state.index, state.touched, state.filled = None, {}, {}
+            state.index, state.touched, state.held, state.borrowed = None, {}, {}, set()
             if progress is not None:
                 progress(1, 1)
             return None
@@ -279,41 +293,66 @@ class AssociationCoverCheck:
         if twin is not None:
             _share(state, key, twin)
             return
+        if key in state.borrowed:  # no longer its twin's set (a null now tells the pairs apart)
+            state.borrowed.discard(key)
+            state.held.pop(key, None)
         holder, identifier, sensitive, target = key
-        needed = self._needed(identifier, sensitive)
+        needed = self._needed(identifier, sensitive, target)
         relations: dict[str, pl.DataFrame] = {}
         for view in self.views:
-            if not needed[view.name] and view.name != holder:
+            attributes, filters = needed[view.name]
+            if not attributes and view.name != holder:
                 continue  # a view sharing nothing needed only has to be non-empty, and every view is
             if view.name != changed:
                 # The stored view's projection, the same frame between batches while the view does not
                 # change (:mod:`.kept_relations`): what is computed from it is kept with it.
-                relation = state.kept.relation(state.seen, view.name, needed[view.name], view.name == holder)
+                relation = state.kept.relation(state.seen, view.name, attributes, view.name == holder, filters)
                 if view.name == holder:
                     relation = _open(relation, self._filled(state, key), cap, shared)
                 relations[view.name] = relation
                 continue
-            columns: list[pl.Expr | pl.Series] = [pl.col(a) for a in needed[view.name]]
-            if view.name == holder:
-                columns.append(positions.alias(PF))
             # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then
             # share their relations, and with them their eliminations (SharedWork keys by identity).
-            role = ("holder" if view.name == holder else "", tuple(needed[view.name]))
-            relations[view.name] = shared.remember(
-                ("relation", view.name, *role), partial(_distinct_rows, new_rows, columns)
-            )
+            if view.name == holder:
+                relations[view.name] = shared.remember(
+                    ("relation", view.name, "holder", tuple(attributes), filters),
+                    partial(with_positions, new_rows, attributes, positions.alias(PF), filters),
+                )
+            else:
+                # Only the projections the view did not have: a row that repeats one on these attributes
+                # joins as that one did, and adds nothing to any set.
+                relations[view.name] = shared.remember(
+                    ("relation", view.name, "", tuple(attributes), filters),
+                    partial(state.kept.novel, state.seen, view.name, (attributes, filters), new_rows, positions),
+                )
         if any(frame.is_empty() for frame in relations.values()):
             return
-        found = linked_values(relations, PF, target, cap, shared)
-        current = state.sets.get(key)
-        if current is None:
-            state.sets[key], added = found, found
-        else:
-            state.sets[key], added = _grown_sets(current, found, target, cap)
+        added = self._merge(state, key, linked_values(relations, PF, target, cap, shared), cap)
         if added.height:
             state.touched.setdefault(key, []).append(added.get_column(PF))
-            if key in state.filled:  # (otherwise counted from the grown set when next needed)
-                np.add.at(self._filled(state, key), added.get_column(PF).to_numpy(), 1)
+
+    def _merge(self, state: AssociationCoverState, key: SetKey, found: pl.DataFrame, cap: int) -> pl.DataFrame:
+        """Take the pairs ``found`` into ``key``'s set (those it does not hold, up to the cap per PF); return
+        those taken."""
+        current = state.sets.get(key)
+        if current is None:
+            state.sets[key] = found
+            state.held.pop(key, None)  # built from the set when next needed
+            return found
+        if found.is_empty():
+            return found
+        target = key[3]
+        held = self._held(state, key)
+        if held.values is None:
+            state.sets[key], added = _grown_sets(current, found, target, cap)
+            held.count(added.get_column(PF).to_numpy())
+            return added
+        taken = held.merge(found.get_column(PF).to_numpy(), found.get_column(target).to_numpy())
+        added = found[taken] if len(taken) < found.height else found
+        if added.height:
+            grown = pl.concat([current, added])
+            state.sets[key] = grown.rechunk() if grown.n_chunks() > 16 else grown
+        return added
 
     def _eligible(self, state: AssociationCoverState, giver: tuple[str, str, str], pfs: pl.Series) -> pl.Series:
         """The PFs of ``pfs`` whose sets can give a cover: one identifier value, fewer than k sensitive ones
@@ -325,17 +364,20 @@ class AssociationCoverCheck:
         return pfs.filter(pl.Series((ids[at] == 1) & (values[at] < self.k)))
 
     def _filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
-        """How many values each PF of the key's holder has in its set (built from the set when absent,
-        extended as the holder's rows grow)."""
+        """How many values each PF of the key's holder has in its set."""
+        return self._held(state, key).counts
+
+    def _held(self, state: AssociationCoverState, key: SetKey) -> HeldValues:
+        """What each PF of the key's holder holds (built from the set when absent, extended as the
+        holder's rows grow)."""
         height = state.seen.rows[key[0]].height
-        filled = state.filled.get(key)
-        if filled is None:
-            kept = state.sets.get(key)
-            pfs = kept.get_column(PF).to_numpy() if kept is not None else np.zeros(0, dtype=np.int64)
-            filled = state.filled[key] = np.bincount(pfs, minlength=height).astype(np.int64)
-        elif len(filled) < height:
-            filled = state.filled[key] = np.concatenate([filled, np.zeros(height - len(filled), dtype=np.int64)])
-        return filled
+        held = state.held.get(key)
+        if held is None:
+            cap = 2 if key[3] == key[1] else self.k
+            held = state.held[key] = HeldValues.of(state.sets.get(key), PF, key[3], cap, height)
+        else:
+            held.extend(height)
+        return held
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's
@@ -506,7 +548,12 @@ def _share(state: AssociationCoverState, key: SetKey, twin: SetKey) -> None:
         state.sets[key] = state.sets[twin]
     if twin in state.touched:
         state.touched[key] = state.touched[twin]
-    state.filled.pop(key, None)  # counted from the set when next needed (never one array for two)
+    # The same set holds the same values: one object for both, until the key is grown on its own.
+    if twin in state.held:
+        state.held[key] = state.held[twin]
+        state.borrowed.add(key)
+    else:
+        state.held.pop(key, None)
 
 
 def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared: SharedWork) -> pl.DataFrame:
@@ -518,7 +565,3 @@ def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared
         return relation
     selector = pl.Series(open_rows)
     return shared.subset(relation, f"open {cap}", selector, partial(relation.filter, selector))
-
-
-def _distinct_rows(rows: pl.DataFrame, columns: list[pl.Expr | pl.Series]) -> pl.DataFrame:
-    return rows.select(columns).drop_nulls().unique()

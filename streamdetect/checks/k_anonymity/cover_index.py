@@ -11,6 +11,7 @@ facts it touched and the minimality of their values. A withdrawal, or a view's f
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +24,8 @@ Giver = tuple[str, str, str]
 _ID = "\0id"
 _VALUES = "\0values"
 _COUNT = "\0n"
+#: Versions of the minimal covers, unique across indexes (a rebuilt index never repeats one).
+_VERSIONS = itertools.count()
 
 
 def _tally(given: pl.DataFrame) -> Iterable[tuple[int, frozenset[int], int]]:
@@ -46,6 +49,8 @@ class CoverIndex:
     minimal: dict[CoverCodes, set[str]] = field(default_factory=dict)
     #: Per identifier value, its covers in ``minimal``.
     kept: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
+    #: Changes whenever ``minimal`` does (a cover or its holders): equal versions, equal minimal covers.
+    version: int = field(default_factory=lambda: next(_VERSIONS))
 
     @classmethod
     def build(
@@ -145,16 +150,23 @@ class CoverIndex:
 
     def _minimise(self, values: Iterable[tuple[str, str, int]]) -> None:
         """The minimal covers of ``values`` again (a cover no smaller one of the same value contains)."""
+        changed = False
         for value in values:
             identifier, sensitive, code = value
-            for codes in self.kept.pop(value, ()):
-                del self.minimal[(identifier, sensitive, code, codes)]
+            before = {
+                codes: self.minimal.pop((identifier, sensitive, code, codes)) for codes in self.kept.pop(value, ())
+            }
             covers = self.covers.get(value)
             if not covers:
                 self.covers.pop(value, None)
+                changed |= bool(before)
                 continue
             kept = {codes for codes in covers if not any(other < codes for other in covers)}
             for codes in kept:
                 cover = (identifier, sensitive, code, codes)
-                self.minimal[cover] = set(self.counts[cover])
+                holders = self.minimal[cover] = set(self.counts[cover])
+                changed |= before.get(codes) != holders
+            changed |= len(kept) != len(before)
             self.kept[value] = kept
+        if changed:
+            self.version = next(_VERSIONS)

@@ -20,18 +20,29 @@ from streamdetect.relational.linked_values import KeptCaps
 PF = "\0pf"
 
 
-def projected(rows: pl.DataFrame, attributes: list[str], start: int | None) -> pl.DataFrame:
-    """``rows`` on ``attributes``, without nulls (null never joins); with the rows' positions from
-    ``start`` as the PF column when given (the rows are then distinct), distinct otherwise."""
+#: Attributes a relation is not projected on but whose nulls leave a row out (a pair's other attribute).
+Filters = tuple[str, ...]
+#: Marks kept per relation: the rows of the view it covered, and its height then (the newest last).
+MARKS = 64
+
+
+def projected(rows: pl.DataFrame, attributes: list[str], start: int | None, filters: Filters = ()) -> pl.DataFrame:
+    """``rows`` on ``attributes``, without the rows holding a null there or in ``filters`` (null never
+    joins); with the rows' positions from ``start`` as the PF column when given (the rows are then
+    distinct), distinct otherwise."""
     if start is None:
-        return rows.select(attributes).drop_nulls().unique()
+        return rows.select([*attributes, *filters]).drop_nulls().select(attributes).unique()
     positions = pl.int_range(start, start + rows.height, dtype=pl.UInt32, eager=True).alias(PF)
-    return _with_positions(rows, attributes, positions)
+    return with_positions(rows, attributes, positions, filters)
 
 
-def _with_positions(rows: pl.DataFrame, attributes: list[str], positions: pl.Series) -> pl.DataFrame:
-    """``rows`` on ``attributes`` beside ``positions`` (a view holding none of them still has its PFs)."""
-    return rows.select([*(pl.col(a) for a in attributes), positions]).drop_nulls()
+def with_positions(
+    rows: pl.DataFrame, attributes: list[str], positions: pl.Series, filters: Filters = ()
+) -> pl.DataFrame:
+    """``rows`` on ``attributes`` beside ``positions`` (a view holding none of them still has its PFs),
+    without the rows holding a null in ``attributes`` or ``filters``."""
+    chosen = rows.select([*(pl.col(a) for a in [*attributes, *filters]), positions]).drop_nulls()
+    return chosen.drop(list(filters)) if filters else chosen
 
 
 class KeptRelations:
@@ -40,31 +51,60 @@ class KeptRelations:
     subset states)."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, tuple[str, ...], bool], tuple[int, pl.DataFrame]] = {}
+        self._kept: dict[tuple[str, tuple[str, ...], bool, Filters], tuple[int, pl.DataFrame]] = {}
+        #: Per kept relation, its height when the view had so many rows (its last ``MARKS`` growths).
+        self._marks: dict[tuple[str, tuple[str, ...], bool, Filters], dict[int, int]] = {}
         self.caps = KeptCaps()
 
-    def relation(self, seen: SeenRows, view: str, attributes: list[str], holder: bool) -> pl.DataFrame:
-        """``view``'s present rows projected on ``attributes`` (with the PF column when ``holder``)."""
+    def relation(
+        self, seen: SeenRows, view: str, attributes: list[str], holder: bool, filters: Filters = ()
+    ) -> pl.DataFrame:
+        """``view``'s present rows projected on ``attributes`` (with the PF column when ``holder``), without
+        the rows holding a null in ``filters``."""
         rows = seen.rows[view]
         if seen.height(view) != rows.height:  # rows withdrawn: positions are not all present
             present = seen.present(view)
             assert present is not None
             if not holder:
-                return projected(present, attributes, None)
-            return _with_positions(present, attributes, seen.present_positions(view).alias(PF))
-        key = (view, tuple(attributes), holder)
+                return projected(present, attributes, None, filters)
+            return with_positions(present, attributes, seen.present_positions(view).alias(PF), filters)
+        key = (view, tuple(attributes), holder, filters)
         entry = self._kept.get(key)
         if entry is not None and entry[0] == rows.height:
             return entry[1]
         if entry is None or entry[0] > rows.height:
-            frame = projected(rows, attributes, 0 if holder else None)
+            frame = projected(rows, attributes, 0 if holder else None, filters)
+            self._marks[key] = {}
         else:
             covered, before = entry
-            fresh = projected(rows.slice(covered), attributes, covered if holder else None)
+            fresh = projected(rows.slice(covered), attributes, covered if holder else None, filters)
             if not holder:
                 fresh = fresh.join(before, on=attributes, how="anti")
             frame = pl.concat([before, fresh]) if fresh.height else before
             if frame is not before:
                 self.caps.grown(before, frame, fresh)
         self._kept[key] = (rows.height, frame)
+        marks = self._marks.setdefault(key, {})
+        marks[rows.height] = frame.height
+        if len(marks) > MARKS:
+            del marks[next(iter(marks))]
         return frame
+
+    def novel(
+        self, seen: SeenRows, view: str, projection: tuple[list[str], Filters], new: pl.DataFrame, positions: pl.Series
+    ) -> pl.DataFrame:
+        """The distinct projections (as :meth:`relation` without PFs) of ``view``'s rows ``new`` at
+        ``positions`` that its rows before them did not have: the only rows of the view by which a join
+        on these attributes grows. When ``new`` are the view's last rows, all present, and the relation
+        was kept when the view had the rows before them, that is the kept relation's growth since (no
+        query); otherwise every distinct projection of ``new`` (a superset: the join finds nothing new by
+        the others)."""
+        attributes, filters = projection
+        rows = seen.rows[view]
+        start = rows.height - positions.len()
+        if positions.len() and seen.height(view) == rows.height and positions.min() == start:
+            frame = self.relation(seen, view, attributes, False, filters)
+            mark = self._marks.get((view, tuple(attributes), False, filters), {}).get(start)
+            if mark is not None:
+                return frame.slice(mark)
+        return projected(new, attributes, None, filters)

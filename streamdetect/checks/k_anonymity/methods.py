@@ -88,6 +88,18 @@ class Method(Protocol):
 
 #: Searches in a row that may leave a subset's state unasked before it is dropped (its rows pile up).
 IDLE_SEARCHES = 16
+#: A subset state's key: the views, and the (identifier, sensitive) pairs it answers for.
+SubsetKey = tuple[frozenset[str], frozenset[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Search:
+    """The last forcing-view search: the version of the minimal covers over all the views, the subset
+    states it asked with the versions of their covers (None: not tried), and the findings."""
+
+    version: int
+    asked: Mapping[SubsetKey, int | None]
+    findings: list[AssociationCoverFinding]
 
 
 @dataclass
@@ -102,6 +114,17 @@ class SubsetState:
     pending: list[tuple[str, pl.DataFrame, pl.Series]] = field(default_factory=list)
     #: Searches in a row that did not ask for it.
     idle: int = 0
+
+    def covers(self) -> Mapping[CoverCodes, set[str]]:
+        """The minimal covers over the subset, caught up."""
+        self.catch_up()
+        return self.check.minimal_cover_codes(self.state)
+
+    @property
+    def version(self) -> int:
+        """The version of :meth:`covers` (read after it)."""
+        assert self.state.index is not None
+        return self.state.index.version
 
     def catch_up(self) -> None:
         """Grow the state by the rows pending, each view's rows in one delta (a delta join with the rows
@@ -167,45 +190,80 @@ class JoinMethod:
         return self.check.result(state)
 
     def covers(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
-        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded."""
+        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded. The
+        search is deterministic in the minimal covers over all the views and over the subsets it asks: when
+        none of those changed since the last search, its findings stand (``state.search``)."""
         method = self.check
         full = method.minimal_cover_codes(state)
         if not full:
             state.subsets.clear()  # no search asks for them
+            state.search = None
             return []
+        assert state.index is not None
+        last: Search | None = state.search
+        if last is not None and last.version == state.index.version and self._unchanged(state, last.asked):
+            self._age(state, set(last.asked))
+            return last.findings
         topology = self.topology
 
         # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
         # it is asked again next batch); states this search does not ask for are dropped after it.
         pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
-        asked: set[tuple[frozenset[str], frozenset[tuple[str, str]]]] = set()
+        asked: dict[SubsetKey, int | None] = {}
 
         def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
             del wanted  # every cover of the pairs above: the state is kept between batches
             key = (subset, pairs)
-            asked.add(key)
             kept = state.subsets.get(key)
             if kept is None:
                 narrower = choose_method(restricted(topology, subset, set(pairs)), self.k)
                 if not isinstance(narrower, JoinMethod):
+                    asked[key] = None
                     return set()  # not the same method on fewer views (an FD became effective): not tried
                 subset_state = narrower.check.recompute(state.seen)
                 subset_state.kept = state.kept  # the same rows: the same projections
                 kept = state.subsets[key] = SubsetState(narrower.check, subset_state)
-            kept.catch_up()
-            return kept.check.minimal_cover_codes(kept.state).keys()
+            found = kept.covers()
+            asked[key] = kept.version
+            return found.keys()
+
+        releasing: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
 
         def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
-            return _releasing(topology, key[0], key[1])
+            pair = (key[0], key[1])
+            if pair not in releasing:
+                releasing[pair] = _releasing(topology, *pair)
+            return releasing[pair]
 
         order = [view.name for view in topology.views]
         hints = {key: frozenset(holders) for key, holders in full.items()}
         forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=hints)
+        self._age(state, set(asked))
+        findings = method.result(state, covers=full, views=forcing)
+        state.search = Search(state.index.version, asked, findings)
+        return findings
+
+    @staticmethod
+    def _unchanged(state: AssociationCoverState, asked: Mapping[SubsetKey, int | None]) -> bool:
+        """Whether every subset state a search asked finds what it found then (caught up first)."""
+        for key, version in asked.items():
+            if version is None:
+                continue  # another method on those views: not tried, whatever the rows
+            kept = state.subsets.get(key)
+            if kept is None:
+                return False
+            kept.covers()
+            if kept.version != version:
+                return False
+        return True
+
+    @staticmethod
+    def _age(state: AssociationCoverState, asked: set[SubsetKey]) -> None:
+        """Count the searches that did not ask for each subset state; drop those idle too long."""
         for key, subset in list(state.subsets.items()):
             subset.idle = 0 if key in asked else subset.idle + 1
             if subset.idle > IDLE_SEARCHES:
                 del state.subsets[key]
-        return method.result(state, covers=full, views=forcing)
 
 
 @dataclass(frozen=True)

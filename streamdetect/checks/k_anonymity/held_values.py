@@ -1,0 +1,87 @@
+"""What each projection fact's capped set holds, in numpy beside the set's frame.
+
+A capped set (:mod:`.association_covers`) holds at most ``cap`` values of its target per projection fact
+(PF, a stored row's position). Kept here per PF: how many it holds (a PF at the cap is *saturated*: its set
+never changes under arrivals) and, for small caps, which (dictionary codes in a PF x cap matrix). With the
+values at hand, the pairs a delta join found are merged by array lookups, where a polars query per set
+and batch cost its fixed ~1 ms whatever the few pairs found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+#: Largest cap whose values are kept as a matrix (its memory is PFs x cap); above it only the counts.
+MATRIX_CAP = 16
+#: An empty slot of the matrix (codes are non-negative).
+_EMPTY = -1
+
+
+class HeldValues:
+    """Per PF (by position) the number of values its set holds and, up to :data:`MATRIX_CAP`, the values."""
+
+    def __init__(self, counts: np.ndarray[Any, Any], values: np.ndarray[Any, Any] | None) -> None:
+        self.counts = counts
+        self.values = values
+
+    @classmethod
+    def of(cls, pairs: pl.DataFrame | None, pf: str, target: str, cap: int, height: int) -> HeldValues:
+        """The values held by a set's ``pairs`` (PF, target), for a holder of ``height`` rows."""
+        if pairs is None or pairs.is_empty():
+            positions = np.zeros(0, dtype=np.int64)
+            codes = np.zeros(0, dtype=np.int64)
+        else:
+            positions = pairs.get_column(pf).to_numpy().astype(np.int64)
+            codes = pairs.get_column(target).to_numpy().astype(np.int64)
+        counts = np.bincount(positions, minlength=height).astype(np.int64)
+        if cap > MATRIX_CAP:
+            return cls(counts, None)
+        values = np.full((height, cap), _EMPTY, dtype=np.int64)
+        if positions.size:
+            order = np.argsort(positions, kind="stable")
+            values[positions[order], _ranks(positions[order])] = codes[order]
+        return cls(counts, values)
+
+    def extend(self, height: int) -> None:
+        """Make room for a holder grown to ``height`` rows (new PFs hold nothing yet)."""
+        missing = height - len(self.counts)
+        if missing <= 0:
+            return
+        self.counts = np.concatenate([self.counts, np.zeros(missing, dtype=np.int64)])
+        if self.values is not None:
+            self.values = np.concatenate([self.values, np.full((missing, self.values.shape[1]), _EMPTY, np.int64)])
+
+    def merge(self, positions: np.ndarray[Any, Any], codes: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Take the distinct pairs (``positions[i]``, ``codes[i]``) into the sets: those a set does not hold
+        yet, up to its cap (the first found first); return the indices of the pairs taken, ascending.
+        Needs the values (:data:`MATRIX_CAP`)."""
+        assert self.values is not None
+        cap = self.values.shape[1]
+        positions = positions.astype(np.int64, copy=False)
+        codes = codes.astype(np.int64, copy=False)
+        fresh = (self.counts[positions] < cap) & ~(self.values[positions] == codes[:, None]).any(axis=1)
+        candidates = np.flatnonzero(fresh)
+        if not candidates.size:
+            return candidates
+        order = candidates[np.argsort(positions[candidates], kind="stable")]
+        slots = self.counts[positions[order]] + _ranks(positions[order])
+        taken = order[slots < cap]
+        self.values[positions[taken], slots[slots < cap]] = codes[taken]
+        np.add.at(self.counts, positions[taken], 1)
+        return np.sort(taken)
+
+    def count(self, positions: np.ndarray[Any, Any]) -> None:
+        """Count pairs taken into the sets without their values (caps above :data:`MATRIX_CAP`)."""
+        np.add.at(self.counts, positions.astype(np.int64, copy=False), 1)
+
+
+def _ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """For positions sorted (equal ones together), each one's rank among its equals: 0, 1, ..."""
+    index = np.arange(sorted_positions.size)
+    starts = np.ones(sorted_positions.size, dtype=bool)
+    starts[1:] = sorted_positions[1:] != sorted_positions[:-1]
+    ranks: np.ndarray[Any, Any] = index - np.maximum.accumulate(np.where(starts, index, 0))
+    return ranks
