@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import random
 from typing import Any
+from unittest.mock import patch
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamdetect.checks.k_anonymity import methods
 from streamdetect.detector import Detector
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
@@ -52,13 +55,20 @@ def _frames(case: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict
     }
 
 
+@pytest.mark.parametrize("targeted", [0, methods.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(publications(), st.randoms(use_true_random=False))
-def test_every_batch_gives_the_findings_of_a_fresh_check(case: dict[str, Any], rng: random.Random) -> None:
+@given(case=publications(), rng=st.randoms(use_true_random=False))
+def test_every_batch_gives_the_findings_of_a_fresh_check(
+    case: dict[str, Any], rng: random.Random, targeted: int
+) -> None:
+    """Both ways the forcing-view search runs a subset of the views on the stream: a state kept and grown
+    (many covers asked), or a run for the covers asked alone (few); the fresh check runs the default way
+    (on these few covers, the second)."""
     topology = _topology(case)
     detector = Detector(topology)
     for added, withdrawn, present in additions_and_withdrawals(case["rows"], random.Random(rng.random())):
-        detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
+        with patch.object(methods, "TARGETED_COVERS", targeted):
+            detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
         fresh = Detector(topology)
         fresh.update(Batch(views=_frames(case, present)))
         assert sorted(f.id for f in detector.findings()) == sorted(f.id for f in fresh.findings())
@@ -94,4 +104,27 @@ def test_forcing_views_follow_a_subset_whose_covers_change_alone() -> None:
     assert {(f.identifier_value, f.sensitive_values, f.views) for f in detector.findings()} == {
         (0, (1,), ("v1", "v2")),
         (1, (1,), ("v1", "v2")),
+    }
+
+
+@pytest.mark.parametrize("targeted", [0, methods.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
+def test_a_subset_finds_a_cover_through_facts_that_join_nothing_over_all_the_views(targeted: int) -> None:
+    """Over all the views, (A=1, C={1}) is given by v0's (1, 1) and the other views' facts; v0's (1, 2)
+    and v1's (2, 1, 9) join nothing there (v2 has no (2, 9)). Over {v0, v1} those two give the cover while
+    v0's (1, 1) reaches C = 2 too: {v0, v1} forces it, through facts no cover over all the views names
+    (a run for the covers asked alone must read them). (A=2, C={1}) needs all three views."""
+    schema = TableSchema("T", ("A", "C", "E", "F"), ("A",), ("C",))
+    views = (ViewDefinition("v0", ("A", "E")), ViewDefinition("v1", ("C", "E", "F")), ViewDefinition("v2", ("E", "F")))
+    topology = Topology("unjoined", schema, views, (CheckConfig("k-anonymity", 2),))
+    rows = {
+        "v0": pl.DataFrame({"A": [1, 1, 2], "E": [1, 2, 1]}),
+        "v1": pl.DataFrame({"C": [1, 2, 1], "E": [1, 1, 2], "F": [1, 2, 9]}),
+        "v2": pl.DataFrame({"E": [1], "F": [1]}),
+    }
+    detector = Detector(topology)
+    with patch.object(methods, "TARGETED_COVERS", targeted):
+        detector.update(Batch(views=rows))
+    assert {(f.identifier_value, f.sensitive_values, f.views) for f in detector.findings()} == {
+        (1, (1,), ("v0", "v1")),
+        (2, (1,), ("v0", "v1", "v2")),
     }

@@ -33,7 +33,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
-from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
+from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, Giver
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.k_anonymity.held_values import HeldValues
 from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, with_positions
@@ -378,6 +378,41 @@ class AssociationCoverCheck:
         else:
             held.extend(height)
         return held
+
+    def unjoined(self, state: AssociationCoverState, giver: Giver) -> np.ndarray[Any, Any]:
+        """The positions of the giver's projection facts whose w(p) is empty (no identifier value): the
+        only ones that can give, over fewer views, a cover that gives nothing over all of them."""
+        holder, identifier, sensitive = giver
+        return np.flatnonzero(self._filled(state, (holder, identifier, sensitive, identifier)) == 0)
+
+    def covers_given_by(
+        self, seen: SeenRows, kept: KeptRelations, sources: Mapping[Giver, np.ndarray[Any, Any]]
+    ) -> dict[CoverCodes, set[str]]:
+        """The minimal covers among those the projection facts ``sources`` (positions, per giver) give over
+        this check's views, with their holders: the capped sets of those facts only, computed from the
+        stored views (``kept``, shared with the state that keeps them) without a state of their own."""
+        active = self.released(seen)
+        names = {view.name for view in active.views}
+        shared = SharedWork(kept.caps)
+        sets: dict[SetKey, pl.DataFrame] = {}
+        givers = []
+        for (holder, identifier, sensitive), positions in sources.items():
+            if holder not in names or (identifier, sensitive) not in active.pairs or not len(positions):
+                continue
+            chosen = pl.Series(PF, positions, dtype=pl.UInt32).to_frame()
+            givers.append((holder, identifier, sensitive))
+            for target, cap in ((identifier, 2), (sensitive, self.k)):
+                needed = active._needed(identifier, sensitive, target)
+                relations = {}
+                for view in active.views:
+                    attributes, filters = needed[view.name]
+                    if not attributes and view.name != holder:
+                        continue
+                    relation = kept.relation(seen, view.name, attributes, view.name == holder, filters)
+                    relations[view.name] = relation.join(chosen, on=PF, how="semi") if view.name == holder else relation
+                if all(not frame.is_empty() for frame in relations.values()):
+                    sets[(holder, identifier, sensitive, target)] = linked_values(relations, PF, target, cap, shared)
+        return CoverIndex.build(sets, givers, self.k, PF).minimal
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's

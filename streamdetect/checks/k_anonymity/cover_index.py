@@ -12,9 +12,11 @@ facts it touched and the minimality of their values. A withdrawal, or a view's f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
@@ -99,6 +101,17 @@ class CoverIndex:
             if before is not None:
                 self.given[giver] = before
         self._minimise(values)
+
+    def givers_of(self, codes: Mapping[tuple[str, str], Collection[int]]) -> dict[Giver, np.ndarray[Any, Any]]:
+        """Per giver, the positions of the projection facts that give a cover of one of the identifier
+        values ``codes`` (per (identifier, sensitive) pair)."""
+        found = {}
+        for giver, given in self.given.items():
+            wanted = codes.get((giver[1], giver[2]))
+            if wanted:
+                chosen = given.filter(pl.col(_ID).is_in(list(wanted))).get_column(self.pf)
+                found[giver] = chosen.to_numpy()
+        return found
 
     def _given(
         self, frames: tuple[pl.DataFrame, pl.DataFrame], pair: tuple[str, str], only: pl.DataFrame | None

@@ -15,6 +15,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+import numpy as np
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
@@ -28,6 +29,7 @@ from streamdetect.checks.k_anonymity.key_matching import KeyMatchingCoverCheck, 
 from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.checks.protocol import ProgressFactory
+from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 from streamdetect.relational.linked_values import SharedWork
@@ -92,13 +94,38 @@ IDLE_SEARCHES = 16
 SubsetKey = tuple[frozenset[str], frozenset[tuple[str, str]]]
 
 
+#: A subset asked about at most this many covers, with no state kept, is run for them alone
+#: (:meth:`JoinMethod.targeted`) instead of getting a state of its own.
+TARGETED_COVERS = 2_000
+
+
+@dataclass(frozen=True)
+class Targeted:
+    """A subset run for some covers alone: its check, the covers asked and those it found, and the rows its
+    views had (the run depends on nothing else: the same rows, the same answer)."""
+
+    check: AssociationCoverCheck
+    wanted: frozenset[CoverCodes]
+    found: frozenset[CoverCodes]
+    rows: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def rows_of(check: AssociationCoverCheck, seen: SeenRows) -> tuple[tuple[int, int], ...]:
+        """Per view of ``check``, the rows stored and those present."""
+        return tuple(
+            (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name))
+            for view in check.views
+        )
+
+
 @dataclass(frozen=True)
 class Search:
-    """The last forcing-view search: the version of the minimal covers over all the views, the subset
-    states it asked with the versions of their covers (None: not tried), and the findings."""
+    """The last forcing-view search: the version of the minimal covers over all the views, the subsets it
+    asked with what they answered (the version of a kept state's covers, a targeted run, or None: not
+    tried), and the findings."""
 
     version: int
-    asked: Mapping[SubsetKey, int | None]
+    asked: Mapping[SubsetKey, int | Targeted | None]
     findings: list[AssociationCoverFinding]
 
 
@@ -201,7 +228,7 @@ class JoinMethod:
             return []
         assert state.index is not None
         last: Search | None = state.search
-        if last is not None and last.version == state.index.version and self._unchanged(state, last.asked):
+        if last is not None and last.version == state.index.version and self.unchanged(state, last.asked):
             self._age(state, set(last.asked))
             return last.findings
         topology = self.topology
@@ -209,10 +236,9 @@ class JoinMethod:
         # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
         # it is asked again next batch); states this search does not ask for are dropped after it.
         pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
-        asked: dict[SubsetKey, int | None] = {}
+        asked: dict[SubsetKey, int | Targeted | None] = {}
 
         def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
-            del wanted  # every cover of the pairs above: the state is kept between batches
             key = (subset, pairs)
             kept = state.subsets.get(key)
             if kept is None:
@@ -220,12 +246,20 @@ class JoinMethod:
                 if not isinstance(narrower, JoinMethod):
                     asked[key] = None
                     return set()  # not the same method on fewer views (an FD became effective): not tried
+                if len(wanted) <= TARGETED_COVERS:
+                    found = self.targeted(state, narrower.check, wanted)
+                    answer = Targeted(
+                        narrower.check, frozenset(wanted), found, Targeted.rows_of(narrower.check, state.seen)
+                    )
+                    asked[key] = answer
+                    return answer.found
+                # Many covers: the subset's state is kept and grown with the state's (asked again next batch).
                 subset_state = narrower.check.recompute(state.seen)
                 subset_state.kept = state.kept  # the same rows: the same projections
                 kept = state.subsets[key] = SubsetState(narrower.check, subset_state)
-            found = kept.covers()
+            covers = kept.covers()
             asked[key] = kept.version
-            return found.keys()
+            return covers.keys()
 
         releasing: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
 
@@ -243,19 +277,51 @@ class JoinMethod:
         state.search = Search(state.index.version, asked, findings)
         return findings
 
-    @staticmethod
-    def _unchanged(state: AssociationCoverState, asked: Mapping[SubsetKey, int | None]) -> bool:
-        """Whether every subset state a search asked finds what it found then (caught up first)."""
-        for key, version in asked.items():
-            if version is None:
+    def unchanged(self, state: AssociationCoverState, asked: Mapping[SubsetKey, int | Targeted | None]) -> bool:
+        """Whether every subset a search asked finds what it found then (kept states caught up first,
+        targeted runs run again)."""
+        for key, answer in asked.items():
+            if answer is None:
                 continue  # another method on those views: not tried, whatever the rows
+            if isinstance(answer, Targeted):
+                if Targeted.rows_of(answer.check, state.seen) == answer.rows:
+                    continue  # its views did not change
+                if self.targeted(state, answer.check, answer.wanted) != answer.found:
+                    return False
+                continue
             kept = state.subsets.get(key)
             if kept is None:
                 return False
             kept.covers()
-            if kept.version != version:
+            if kept.version != answer:
                 return False
         return True
+
+    def targeted(
+        self, state: AssociationCoverState, narrower: AssociationCoverCheck, wanted: Collection[CoverCodes]
+    ) -> frozenset[CoverCodes]:
+        """Which of the covers ``wanted`` (minimal over all the views) the check over fewer views finds,
+        from the projection facts that can give them there: a fact whose w(p) over all the views holds one
+        identifier value gives over fewer views a cover containing the one it gives over all (w only grows
+        as views are left out), so a wanted cover, and any smaller cover of its value, comes from a fact
+        that gives a cover of that value over all the views, or from one whose w(p) is empty there. The
+        minimal covers among those facts' are the subset's for these values: no state of its own."""
+        assert state.index is not None
+        codes: dict[tuple[str, str], set[int]] = {}
+        for identifier, sensitive, code, _ in wanted:
+            codes.setdefault((identifier, sensitive), set()).add(code)
+        giving = state.index.givers_of(codes)
+        sources = {
+            (view.name, identifier, sensitive): np.union1d(
+                giving.get((view.name, identifier, sensitive), np.zeros(0, dtype=np.int64)),
+                self.check.unjoined(state, (view.name, identifier, sensitive)),
+            )
+            for view in narrower.views
+            if state.seen.height(view.name)
+            for identifier, sensitive in codes
+        }
+        found = narrower.covers_given_by(state.seen, state.kept, sources)
+        return frozenset(cover for cover in wanted if cover in found)
 
     @staticmethod
     def _age(state: AssociationCoverState, asked: set[SubsetKey]) -> None:
