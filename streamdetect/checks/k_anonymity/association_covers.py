@@ -92,6 +92,9 @@ class AssociationCoverState:
     #: The last forcing-view search (``methods.Search``; not serialized): its findings stand while the
     #: covers it read do not change.
     search: Any = field(default=None, compare=False, repr=False)
+    #: Per subset of the views run for some covers alone, its answers per cover (``methods.Answers``;
+    #: not serialized), kept while the subset's views keep their rows.
+    answers: dict[frozenset[str], Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -308,7 +311,10 @@ class AssociationCoverCheck:
                 # change (:mod:`.kept_relations`): what is computed from it is kept with it.
                 relation = state.kept.relation(state.seen, view.name, attributes, view.name == holder, filters)
                 if view.name == holder:
-                    relation = _open(relation, self._filled(state, key), cap, shared)
+                    # A holder that holds the target has one value of it in all of w(p), p's own: its
+                    # sets are full at one value.
+                    full = 1 if target in view.attributes else cap
+                    relation = _open(relation, self._filled(state, key), full, shared)
                 relations[view.name] = relation
                 continue
             # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then

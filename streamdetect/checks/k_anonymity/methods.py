@@ -118,6 +118,15 @@ class Targeted:
         )
 
 
+@dataclass
+class Answers:
+    """Per cover asked, whether a subset run for it alone found it, while its views have these rows."""
+
+    rows: tuple[tuple[int, int], ...]
+    found: set[CoverCodes] = field(default_factory=set)
+    missed: set[CoverCodes] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class Search:
     """The last forcing-view search: the version of the minimal covers over all the views, the subsets it
@@ -198,6 +207,7 @@ class JoinMethod:
         grown = self.check.add(state, batch.views, callback, batch.retracted)
         if grown is None:
             state.subsets.clear()  # recomputed: the subsets' states are built again when asked for
+            state.answers.clear()
             return
         for subset in state.subsets.values():
             subset.pending.extend((name, new, positions) for name, new, positions, _ in grown)
@@ -307,6 +317,24 @@ class JoinMethod:
         that gives a cover of that value over all the views, or from one whose w(p) is empty there. The
         minimal covers among those facts' are the subset's for these values: no state of its own."""
         assert state.index is not None
+        subset = frozenset(view.name for view in narrower.views)
+        rows = Targeted.rows_of(narrower, state.seen)
+        answers = state.answers.get(subset)
+        if answers is None or answers.rows != rows:
+            # Which covers a subset finds depends on its views' rows alone: kept per cover until they change.
+            answers = state.answers[subset] = Answers(rows)
+        unknown = [cover for cover in wanted if cover not in answers.found and cover not in answers.missed]
+        if unknown:
+            found = self._run_for(state, narrower, unknown)
+            answers.found |= found
+            answers.missed |= set(unknown) - found
+        return frozenset(cover for cover in wanted if cover in answers.found)
+
+    def _run_for(
+        self, state: AssociationCoverState, narrower: AssociationCoverCheck, wanted: Collection[CoverCodes]
+    ) -> set[CoverCodes]:
+        """:meth:`targeted`'s run, for covers not answered yet."""
+        assert state.index is not None
         codes: dict[tuple[str, str], set[int]] = {}
         for identifier, sensitive, code, _ in wanted:
             codes.setdefault((identifier, sensitive), set()).add(code)
@@ -321,11 +349,14 @@ class JoinMethod:
             for identifier, sensitive in codes
         }
         found = narrower.covers_given_by(state.seen, state.kept, sources)
-        return frozenset(cover for cover in wanted if cover in found)
+        return {cover for cover in wanted if cover in found}
 
     @staticmethod
     def _age(state: AssociationCoverState, asked: set[SubsetKey]) -> None:
-        """Count the searches that did not ask for each subset state; drop those idle too long."""
+        """Count the searches that did not ask for each subset state; drop those idle too long, and the
+        answers of subsets this search did not run for covers alone."""
+        subsets = {subset for subset, _ in asked}
+        state.answers = {subset: answers for subset, answers in state.answers.items() if subset in subsets}
         for key, subset in list(state.subsets.items()):
             subset.idle = 0 if key in asked else subset.idle + 1
             if subset.idle > IDLE_SEARCHES:
