@@ -23,7 +23,7 @@ its stable id. Cost per (u, ID, P): two capped eliminations over all views.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -392,33 +392,60 @@ class AssociationCoverCheck:
         return np.flatnonzero(self._filled(state, (holder, identifier, sensitive, identifier)) == 0)
 
     def covers_given_by(
-        self, seen: SeenRows, kept: KeptRelations, sources: Mapping[Giver, np.ndarray[Any, Any]]
+        self,
+        seen: SeenRows,
+        kept: KeptRelations,
+        sources: Mapping[Giver, np.ndarray[Any, Any]],
+        codes: Mapping[tuple[str, str], Collection[int]],
     ) -> dict[CoverCodes, set[str]]:
-        """The minimal covers among those the projection facts ``sources`` (positions, per giver) give over
-        this check's views, with their holders: the capped sets of those facts only, computed from the
-        stored views (``kept``, shared with the state that keeps them) without a state of their own."""
+        """The minimal covers of the identifier values ``codes`` (per pair) among those the projection facts
+        ``sources`` (positions, per giver) give over this check's views, with their holders: the capped sets
+        of those facts only, computed from the stored views (``kept``, shared with the state that keeps
+        them) without a state of their own; the sensitive sets only of the facts whose identifier set is
+        one of those values."""
         active = self.released(seen)
         names = {view.name for view in active.views}
         shared = SharedWork(kept.caps)
         sets: dict[SetKey, pl.DataFrame] = {}
         givers = []
         for (holder, identifier, sensitive), positions in sources.items():
-            if holder not in names or (identifier, sensitive) not in active.pairs or not len(positions):
+            wanted = codes.get((identifier, sensitive))
+            if holder not in names or (identifier, sensitive) not in active.pairs or not len(positions) or not wanted:
                 continue
-            chosen = pl.Series(PF, positions, dtype=pl.UInt32).to_frame()
+            chosen = pl.Series(PF, positions, dtype=pl.UInt32)
+            ids = active._given_sets(seen, kept, (holder, identifier, sensitive), identifier, chosen, shared)
+            single = ids.filter(pl.len().over(PF) == 1).filter(pl.col(identifier).is_in(list(wanted)))
+            if single.is_empty():
+                continue
             givers.append((holder, identifier, sensitive))
-            for target, cap in ((identifier, 2), (sensitive, self.k)):
-                needed = active._needed(identifier, sensitive, target)
-                relations = {}
-                for view in active.views:
-                    attributes, filters = needed[view.name]
-                    if not attributes and view.name != holder:
-                        continue
-                    relation = kept.relation(seen, view.name, attributes, view.name == holder, filters)
-                    relations[view.name] = relation.join(chosen, on=PF, how="semi") if view.name == holder else relation
-                if all(not frame.is_empty() for frame in relations.values()):
-                    sets[(holder, identifier, sensitive, target)] = linked_values(relations, PF, target, cap, shared)
+            sets[(holder, identifier, sensitive, identifier)] = single
+            sets[(holder, identifier, sensitive, sensitive)] = active._given_sets(
+                seen, kept, (holder, identifier, sensitive), sensitive, single.get_column(PF), shared
+            )
         return CoverIndex.build(sets, givers, self.k, PF).minimal
+
+    def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole context
+        self,
+        seen: SeenRows,
+        kept: KeptRelations,
+        giver: Giver,
+        target: str,
+        chosen: pl.Series,
+        shared: SharedWork,
+    ) -> pl.DataFrame:
+        """The capped ``target`` sets of the giver's projection facts at ``chosen`` positions."""
+        holder, identifier, sensitive = giver
+        needed = self._needed(identifier, sensitive, target)
+        relations = {}
+        for view in self.views:
+            attributes, filters = needed[view.name]
+            if not attributes and view.name != holder:
+                continue
+            relation = kept.relation(seen, view.name, attributes, view.name == holder, filters)
+            relations[view.name] = (
+                relation.join(chosen.to_frame(PF), on=PF, how="semi") if view.name == holder else relation
+            )
+        return linked_values(relations, PF, target, 2 if target == identifier else self.k, shared)
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's

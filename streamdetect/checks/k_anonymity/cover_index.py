@@ -53,6 +53,8 @@ class CoverIndex:
     kept: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     #: Changes whenever ``minimal`` does (a cover or its holders): equal versions, equal minimal covers.
     version: int = field(default_factory=lambda: next(_VERSIONS))
+    #: Per giver, its ``given`` frame with the PF and identifier columns in numpy (while it is that frame).
+    _arrays: dict[Giver, tuple[pl.DataFrame, Any, Any]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -109,8 +111,15 @@ class CoverIndex:
         for giver, given in self.given.items():
             wanted = codes.get((giver[1], giver[2]))
             if wanted:
-                chosen = given.filter(pl.col(_ID).is_in(list(wanted))).get_column(self.pf)
-                found[giver] = chosen.to_numpy()
+                arrays = self._arrays.get(giver)
+                if arrays is None or arrays[0] is not given:
+                    arrays = self._arrays[giver] = (
+                        given,
+                        given.get_column(self.pf).to_numpy(),
+                        given.get_column(_ID).to_numpy(),
+                    )
+                _, positions, ids = arrays
+                found[giver] = positions[np.isin(ids, np.fromiter(wanted, dtype=ids.dtype, count=len(wanted)))]
         return found
 
     def _given(

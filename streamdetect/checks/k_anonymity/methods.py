@@ -348,7 +348,7 @@ class JoinMethod:
             if state.seen.height(view.name)
             for identifier, sensitive in codes
         }
-        found = narrower.covers_given_by(state.seen, state.kept, sources)
+        found = narrower.covers_given_by(state.seen, state.kept, sources, codes)
         return {cover for cover in wanted if cover in found}
 
     @staticmethod
