@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -80,7 +81,7 @@ class AssociationCoverState:
     #: serialized). Shared with the subset states, which share the rows.
     kept: KeptRelations = field(default_factory=KeptRelations, compare=False, repr=False)
     #: The findings of the last result, by cover and views (not serialized).
-    reported: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = field(
+    reported: dict[tuple[CoverCodes, tuple[str, ...]], tuple[AssociationCoverFinding, Any]] = field(
         default_factory=dict, compare=False, repr=False
     )
     #: States of the check over subsets of the views for some (identifier, sensitive) pairs (the
@@ -397,7 +398,7 @@ class AssociationCoverCheck:
         kept: KeptRelations,
         sources: Mapping[Giver, np.ndarray[Any, Any]],
         codes: Mapping[tuple[str, str], Collection[int]],
-    ) -> dict[CoverCodes, set[str]]:
+    ) -> dict[CoverCodes, frozenset[str]]:
         """The minimal covers of the identifier values ``codes`` (per pair) among those the projection facts
         ``sources`` (positions, per giver) give over this check's views, with their holders: the capped sets
         of those facts only, computed from the stored views (``kept``, shared with the state that keeps
@@ -479,7 +480,7 @@ class AssociationCoverCheck:
         """Fold another partition's state in, exactly, by replaying its rows."""
         return self.update(state, other.seen.decoded())
 
-    def minimal_cover_codes(self, state: AssociationCoverState) -> dict[CoverCodes, set[str]]:
+    def minimal_cover_codes(self, state: AssociationCoverState) -> dict[CoverCodes, frozenset[str]]:
         """Every minimal association cover below k, in dictionary codes, with the views whose projection
         facts give it. No decoding: comparable across states that share dictionaries. Kept between batches
         (:mod:`.cover_index`): a batch costs the projection facts whose sets it grew. The mapping is the
@@ -505,7 +506,7 @@ class AssociationCoverCheck:
         self,
         state: AssociationCoverState,
         *,
-        covers: Mapping[CoverCodes, set[str]] | None = None,
+        covers: Mapping[CoverCodes, frozenset[str]] | None = None,
         views: Mapping[CoverCodes, frozenset[str]] | None = None,
     ) -> list[AssociationCoverFinding]:
         """Every minimal association cover of size below k, sorted.
@@ -518,15 +519,19 @@ class AssociationCoverCheck:
         # A finding reported before with the same views is the same object again (its id and text are
         # computed once; a batch changes few of thousands of covers).
         known = state.reported
-        shown: dict[tuple[CoverCodes, tuple[str, ...]], AssociationCoverFinding] = {}
+        shown: dict[tuple[CoverCodes, tuple[str, ...]], tuple[AssociationCoverFinding, Any]] = {}
         minimal = []
+        ordered: dict[frozenset[str], tuple[str, ...]] = {}  # few distinct sets of views: sorted once each
         for cover, holders in found.items():
-            names = tuple(sorted(views[cover] if views is not None else holders))
-            finding = known.get((cover, names))
-            if finding is None:
+            chosen = views[cover] if views is not None else holders
+            names = ordered.get(chosen)
+            if names is None:
+                names = ordered[chosen] = tuple(sorted(chosen))
+            entry = known.get((cover, names))
+            if entry is None:
                 minimal.append((cover, names))
             else:
-                shown[(cover, names)] = finding
+                shown[(cover, names)] = entry
         # Decode in bulk, one gather per attribute: per-finding decoding dominated large results.
         wanted: dict[str, set[int]] = {}
         for (identifier, sensitive, code, sensitive_codes), _ in minimal:
@@ -538,7 +543,7 @@ class AssociationCoverCheck:
         }
         for cover, names in minimal:
             identifier, sensitive, code, sensitive_codes = cover
-            shown[(cover, names)] = AssociationCoverFinding(
+            finding = AssociationCoverFinding(
                 k=self.k,
                 identifier_attribute=identifier,
                 identifier_value=decoded[identifier][code],
@@ -546,8 +551,9 @@ class AssociationCoverCheck:
                 sensitive_values=tuple(sorted((decoded[sensitive][c] for c in sensitive_codes), key=str)),
                 views=names,
             )
+            shown[(cover, names)] = (finding, _order(finding))  # the sort key computed once per finding
         state.reported = shown
-        return sorted(shown.values(), key=_order)
+        return [finding for finding, _ in sorted(shown.values(), key=itemgetter(1))]
 
 
 def minimal_covers(covers: Mapping[tuple[K, frozenset[Any]], set[str]]) -> list[tuple[K, frozenset[Any], set[str]]]:

@@ -48,7 +48,7 @@ class CoverIndex:
     given: dict[Giver, pl.DataFrame] = field(default_factory=dict)
     counts: dict[CoverCodes, dict[str, int]] = field(default_factory=dict)
     covers: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
-    minimal: dict[CoverCodes, set[str]] = field(default_factory=dict)
+    minimal: dict[CoverCodes, frozenset[str]] = field(default_factory=dict)
     #: Per identifier value, its covers in ``minimal``.
     kept: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     #: Changes whenever ``minimal`` does (a cover or its holders): equal versions, equal minimal covers.
@@ -186,7 +186,7 @@ class CoverIndex:
             kept = {codes for codes in covers if not any(other < codes for other in covers)}
             for codes in kept:
                 cover = (identifier, sensitive, code, codes)
-                holders = self.minimal[cover] = set(self.counts[cover])
+                holders = self.minimal[cover] = frozenset(self.counts[cover])
                 changed |= before.get(codes) != holders
             changed |= len(kept) != len(before)
             self.kept[value] = kept

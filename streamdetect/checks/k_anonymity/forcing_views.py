@@ -111,10 +111,15 @@ def _groups(
     """Keys that release through the same views and share a hint, together: the search works per group,
     so its bookkeeping grows with the groups (a handful), not with the findings."""
     groups: dict[Group, set[K]] = {}
+    # A releases function answers alike for many keys (per attribute pair): freeze each answer once.
+    frozen: dict[int, tuple[tuple[Collection[str], Collection[str]], tuple[frozenset[str], frozenset[str]]]] = {}
     for key in keys:
         sides = releases(key) if releases is not None else (everything, everything)
+        known = frozen.get(id(sides))
+        if known is None or known[0] is not sides:
+            known = frozen[id(sides)] = (sides, (frozenset(sides[0]), frozenset(sides[1])))
         hint = hints.get(key, everything) if hints is not None else everything
-        groups.setdefault(((frozenset(sides[0]), frozenset(sides[1])), hint), set()).add(key)
+        groups.setdefault((known[1], hint), set()).add(key)
     return groups
 
 

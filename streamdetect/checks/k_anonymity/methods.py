@@ -151,7 +151,7 @@ class SubsetState:
     #: Searches in a row that did not ask for it.
     idle: int = 0
 
-    def covers(self) -> Mapping[CoverCodes, set[str]]:
+    def covers(self) -> Mapping[CoverCodes, frozenset[str]]:
         """The minimal covers over the subset, caught up."""
         self.catch_up()
         return self.check.minimal_cover_codes(self.state)
@@ -280,8 +280,8 @@ class JoinMethod:
             return releasing[pair]
 
         order = [view.name for view in topology.views]
-        hints = {key: frozenset(holders) for key, holders in full.items()}
-        forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=hints)
+        # The views whose facts give each cover (frozen sets, the index's own): tried first.
+        forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=full)
         self._age(state, set(asked))
         findings = method.result(state, covers=full, views=forcing)
         state.search = Search(state.index.version, asked, findings)
