@@ -10,15 +10,18 @@ cover or a forcing set that a fresh run does not give. Views emptied and refille
 from __future__ import annotations
 
 import random
+from itertools import product
 from typing import Any
 from unittest.mock import patch
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.k_anonymity import methods
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck
+from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.detector import Detector
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
@@ -128,3 +131,75 @@ def test_a_subset_finds_a_cover_through_facts_that_join_nothing_over_all_the_vie
         (1, (1,), ("v0", "v1")),
         (2, (1,), ("v0", "v1", "v2")),
     }
+
+
+def _sets_by_definition(
+    check: AssociationCoverCheck, rows: dict[str, pl.DataFrame], key: tuple[str, str, str, str]
+) -> dict[int, set[int]]:
+    """Per position of the holder's stored rows, the target values of w(p): the join rows of all the
+    views (null never joins) whose holder row is p, without those holding a null identifier or sensitive
+    value of the pair."""
+    holder, identifier, sensitive, target = key
+    names = [view.name for view in check.views]
+    tables = [list(enumerate(rows[name].iter_rows(named=True))) for name in names]
+    found: dict[int, set[int]] = {}
+    for combination in product(*tables):
+        joined: dict[str, Any] = {}
+        consistent = True
+        for _, row in combination:
+            for attribute, value in row.items():
+                if attribute in joined and (value is None or joined[attribute] is None or joined[attribute] != value):
+                    consistent = False
+                joined.setdefault(attribute, value)
+        if not consistent or joined[identifier] is None or joined[sensitive] is None or joined[target] is None:
+            continue
+        position = combination[names.index(holder)][0]
+        found.setdefault(position, set()).add(joined[target])
+    return found
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=publications(), cut=st.integers(1, 4))
+# A view holding only the pair's other attribute, null in every row: the pair's join is empty.
+@example(
+    case={
+        "views": {"v0": ("C", "D"), "v1": ("A",)},
+        "rows": {"v0": [{"C": 0, "D": None}], "v1": [{"A": None}]},
+        "k": 2,
+    },
+    cut=1,
+)
+# A holder of the target whose earlier row with the same projection has a null target: it gives nothing.
+@example(
+    case={
+        "views": {"v0": ("A", "B", "C"), "v1": ("B",)},
+        "rows": {"v0": [{"A": None, "B": 1, "C": None}, {"A": 0, "B": 1, "C": 0}], "v1": [{"B": 1}]},
+        "k": 2,
+    },
+    cut=1,
+)
+def test_capped_sets_grown_by_batches_hold_what_the_definition_gives(case: dict[str, Any], cut: int) -> None:
+    """The capped sets themselves, after every batch of arrivals: a PF's set is w(p)'s values when fewer
+    than the cap, else ``cap`` of them. Some of what the stream does to a set (a new PF taking an earlier
+    one's set, a holder of the target full at one value) rarely shows in the covers."""
+    views = tuple(ViewDefinition(name, schema) for name, schema in case["views"].items())
+    check = AssociationCoverCheck(views, ("A", "B"), ("C", "D"), case["k"])
+    frames = _frames(case, case["rows"])
+    state = check.initialize()
+    for part in range(cut):
+        check.add(state, {name: frame.gather_every(cut, part) for name, frame in frames.items()})
+        released = check.released(state.seen)
+        for key, cap, _ in released._set_keys(state.seen):
+            expected = _sets_by_definition(released, state.seen.rows, key)
+            kept = state.sets.get(key)
+            held: dict[int, set[int]] = {}
+            if kept is not None:
+                for position, value in kept.select(PF, key[3]).iter_rows():
+                    held.setdefault(position, set()).add(value)
+            assert set(held) == set(expected), key
+            for position, values in expected.items():
+                if len(values) < cap:
+                    assert held[position] == values, (key, position)
+                else:
+                    assert len(held[position]) == cap, (key, position)
+                    assert held[position] <= values, (key, position)

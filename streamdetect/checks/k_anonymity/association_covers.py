@@ -47,6 +47,9 @@ from streamdetect.relational.linked_values import SharedWork, cap_grown, in_memo
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
+#: A holder's new PFs are matched with earlier ones of the same projection when its rows repeat their
+#: projections this many times on average (below, every new PF runs).
+REPEATS = 2
 #: Marks the pairs a batch found among a set's (a name no attribute can have).
 _NEW = "\0new"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
@@ -159,20 +162,22 @@ class AssociationCoverCheck:
     def _needed(self, identifier: str, sensitive: str, target: str) -> dict[str, tuple[list[str], Filters]]:
         """Per view, the attributes a capped set of the pair with this target reads: the target and the
         attributes two views share; and the pair's other attribute where a view holds it unshared, as a
-        filter only (a row with a null there is left out of the pair's join: null never joins). Any
-        other attribute of a view only repeats its rows."""
+        filter only (a row with a null there is left out of the pair's join: null never joins), or as the
+        view's one column when it has nothing else read. Any other attribute of a view only repeats its
+        rows."""
         counts: dict[str, int] = {}
         for view in self.views:
             for attribute in view.attributes:
                 counts[attribute] = counts.get(attribute, 0) + 1
         keep = {target} | {a for a, count in counts.items() if count > 1}
-        return {
-            view.name: (
-                [a for a in view.attributes if a in keep],
-                tuple(a for a in view.attributes if a in {identifier, sensitive} - keep),
-            )
-            for view in self.views
-        }
+        needed: dict[str, tuple[list[str], Filters]] = {}
+        for view in self.views:
+            columns = [a for a in view.attributes if a in keep]
+            others = [a for a in view.attributes if a in {identifier, sensitive} - keep]
+            # A view with nothing else read keeps the other attribute as its column: it then only says
+            # whether the pair's join is empty, which its rows with a null there do not make it.
+            needed[view.name] = (columns, tuple(others)) if columns else (others, ())
+        return needed
 
     def _set_keys(self, seen: SeenRows) -> list[tuple[SetKey, int, SetKey | None]]:
         """Every capped set kept (holder, identifier, sensitive, target) with its cap and, when an earlier
@@ -332,11 +337,68 @@ class AssociationCoverCheck:
                     ("relation", view.name, "", tuple(attributes), filters),
                     partial(state.kept.novel, state.seen, view.name, (attributes, filters), new_rows, positions),
                 )
-        if any(frame.is_empty() for frame in relations.values()):
+        copied = self._firsts_only(state, key, relations, needed[holder], shared) if changed == holder else None
+        empty = any(frame.is_empty() for frame in relations.values())
+        if empty and copied is None:
             return
-        added = self._merge(state, key, linked_values(relations, PF, target, cap, shared), cap)
+        found = _no_pairs_like(state, key, relations) if empty else linked_values(relations, PF, target, cap, shared)
+        if copied is not None:
+            found = pl.concat([found, copied(found)], how="vertical_relaxed")
+            if empty and found.is_empty():
+                return
+        added = self._merge(state, key, found, cap)
         if added.height:
             state.touched.setdefault(key, []).append(added.get_column(PF))
+
+    def _firsts_only(
+        self,
+        state: AssociationCoverState,
+        key: SetKey,
+        relations: dict[str, pl.DataFrame],
+        projection: tuple[list[str], Filters],
+        shared: SharedWork,
+    ) -> Callable[[pl.DataFrame], pl.DataFrame] | None:
+        """Leave in the holder's relation (its new PFs: the rows the batch added) only the first PF of each
+        projection; return how the others' pairs follow from the pairs found (None: every PF runs).
+
+        w(p) is the join rows whose holder row is p, so two PFs with the same projection on the attributes
+        the set reads have the same set, and new rows of the holder do not change an earlier PF's set. When
+        the holder holds the target and no other view does, the target is left out of the projection: a PF's
+        set is then its own value if it joins at all, as the first of its projection does."""
+        holder, _, _, target = key
+        attributes, filters = projection
+        own = target in attributes and sum(target in view.attributes for view in self.views) == 1
+        keys = [a for a in attributes if not (own and a == target)]
+        if not keys:
+            return None  # a holder sharing nothing the set reads: its PFs all have one set
+        # The target left out of the projection still leaves out the rows with a null there.
+        filters = (*filters, target) if own else filters
+        distinct = state.kept.relation(state.seen, holder, keys, False, filters).height
+        if distinct * REPEATS > state.seen.height(holder):
+            return None  # projections seldom repeat: matching the new PFs would cost more than it spares
+        new = relations[holder]
+        firsts = shared.remember(
+            ("firsts", holder, tuple(keys), filters), partial(state.kept.firsts, state.seen, holder, keys, filters)
+        )
+        rep = "\0rep"
+        matched = shared.remember(
+            ("matched", holder, tuple(attributes), tuple(keys), filters),
+            partial(_matched, new, firsts, keys, rep),
+        )
+        relations[holder] = matched.filter(pl.col(rep) == pl.col(PF)).drop(rep)
+        others = matched.filter(pl.col(rep) != pl.col(PF))
+
+        def copied(found: pl.DataFrame) -> pl.DataFrame:
+            if others.is_empty():
+                return found.clear()
+            current = state.sets.get(key)
+            sources = found if current is None else pl.concat([current, found], how="vertical_relaxed")
+            sources = sources.rename({PF: rep})
+            if own:
+                return others.join(sources.select(rep).unique(), on=rep, how="semi").select(PF, target)
+            return others.select(PF, rep).join(sources, on=rep).select(PF, target)
+
+        return copied
 
     def _merge(self, state: AssociationCoverState, key: SetKey, found: pl.DataFrame, cap: int) -> pl.DataFrame:
         """Take the pairs ``found`` into ``key``'s set (those it does not hold, up to the cap per PF); return
@@ -639,3 +701,20 @@ def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared
         return relation
     selector = pl.Series(open_rows)
     return shared.subset(relation, f"open {cap}", selector, partial(relation.filter, selector))
+
+
+def _matched(new: pl.DataFrame, firsts: pl.DataFrame, keys: list[str], rep: str) -> pl.DataFrame:
+    """``new`` with, per row, the first PF of its projection on ``keys`` (``rep``; the row's own PF when it
+    is the first)."""
+    return new.join(firsts.rename({PF: rep}), on=keys, how="left").with_columns(pl.col(rep).fill_null(pl.col(PF)))
+
+
+def _no_pairs_like(state: AssociationCoverState, key: SetKey, relations: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """No pairs, typed as the key's set (or its relations) types them."""
+    current = state.sets.get(key)
+    if current is not None:
+        return current.clear()
+    schema: dict[str, Any] = {}
+    for frame in relations.values():
+        schema.update(frame.schema)
+    return pl.DataFrame(schema={PF: schema.get(PF, pl.UInt32), key[3]: schema[key[3]]})

@@ -54,7 +54,32 @@ class KeptRelations:
         self._kept: dict[tuple[str, tuple[str, ...], bool, Filters], tuple[int, pl.DataFrame]] = {}
         #: Per kept relation, its height when the view had so many rows (its last ``MARKS`` growths).
         self._marks: dict[tuple[str, tuple[str, ...], bool, Filters], dict[int, int]] = {}
+        self._firsts: dict[tuple[str, tuple[str, ...], Filters], tuple[int, pl.DataFrame]] = {}
         self.caps = KeptCaps()
+
+    def firsts(self, seen: SeenRows, view: str, attributes: list[str], filters: Filters = ()) -> pl.DataFrame:
+        """Per distinct projection of ``view``'s present rows on ``attributes`` (rows with a null there or in
+        ``filters`` left out), the first position that has it (the PF column): kept between batches and
+        grown by the view's new rows while every row is present."""
+        rows = seen.rows[view]
+        if seen.height(view) != rows.height:
+            present = seen.present(view)
+            assert present is not None
+            chosen = with_positions(present, attributes, seen.present_positions(view).alias(PF), filters)
+            return chosen.unique(subset=attributes, keep="first", maintain_order=True)
+        key = (view, tuple(attributes), filters)
+        entry = self._firsts.get(key)
+        if entry is not None and entry[0] == rows.height:
+            return entry[1]
+        covered, before = (0, None) if entry is None or entry[0] > rows.height else entry
+        fresh = projected(rows.slice(covered), attributes, covered, filters).unique(
+            subset=attributes, keep="first", maintain_order=True
+        )
+        if before is not None:
+            fresh = fresh.join(before, on=attributes, how="anti")
+        frame = fresh if before is None else (pl.concat([before, fresh]) if fresh.height else before)
+        self._firsts[key] = (rows.height, frame)
+        return frame
 
     def relation(
         self, seen: SeenRows, view: str, attributes: list[str], holder: bool, filters: Filters = ()
