@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.k_anonymity import methods
+from streamdetect.checks.k_anonymity import join_search
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.detector import Detector
@@ -58,7 +58,7 @@ def _frames(case: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict
     }
 
 
-@pytest.mark.parametrize("targeted", [0, methods.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
+@pytest.mark.parametrize("targeted", [0, join_search.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=publications(), rng=st.randoms(use_true_random=False))
 def test_every_batch_gives_the_findings_of_a_fresh_check(
@@ -70,7 +70,7 @@ def test_every_batch_gives_the_findings_of_a_fresh_check(
     topology = _topology(case)
     detector = Detector(topology)
     for added, withdrawn, present in additions_and_withdrawals(case["rows"], random.Random(rng.random())):
-        with patch.object(methods, "TARGETED_COVERS", targeted):
+        with patch.object(join_search, "TARGETED_COVERS", targeted):
             detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
         fresh = Detector(topology)
         fresh.update(Batch(views=_frames(case, present)))
@@ -110,7 +110,7 @@ def test_forcing_views_follow_a_subset_whose_covers_change_alone() -> None:
     }
 
 
-@pytest.mark.parametrize("targeted", [0, methods.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
+@pytest.mark.parametrize("targeted", [0, join_search.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
 def test_a_subset_finds_a_cover_through_facts_that_join_nothing_over_all_the_views(targeted: int) -> None:
     """Over all the views, (A=1, C={1}) is given by v0's (1, 1) and the other views' facts; v0's (1, 2)
     and v1's (2, 1, 9) join nothing there (v2 has no (2, 9)). Over {v0, v1} those two give the cover while
@@ -125,7 +125,7 @@ def test_a_subset_finds_a_cover_through_facts_that_join_nothing_over_all_the_vie
         "v2": pl.DataFrame({"E": [1], "F": [1]}),
     }
     detector = Detector(topology)
-    with patch.object(methods, "TARGETED_COVERS", targeted):
+    with patch.object(join_search, "TARGETED_COVERS", targeted):
         detector.update(Batch(views=rows))
     assert {(f.identifier_value, f.sensitive_values, f.views) for f in detector.findings()} == {
         (1, (1,), ("v0", "v1")),

@@ -88,15 +88,15 @@ class AssociationCoverState:
         default_factory=dict, compare=False, repr=False
     )
     #: States of the check over subsets of the views for some (identifier, sensitive) pairs (the
-    #: forcing-view search's: ``methods.SubsetState``), sharing ``seen`` and grown by its rows when asked.
+    #: forcing-view search's: ``join_search.SubsetState``), sharing ``seen`` and grown by its rows when asked.
     #: Not serialized; dropped when the sets are recomputed, or when searches stop asking for them.
     subsets: dict[tuple[frozenset[str], frozenset[tuple[str, str]]], Any] = field(
         default_factory=dict, compare=False, repr=False
     )
-    #: The last forcing-view search (``methods.Search``; not serialized): its findings stand while the
+    #: The last forcing-view search (``join_search.Search``; not serialized): its findings stand while the
     #: covers it read do not change.
     search: Any = field(default=None, compare=False, repr=False)
-    #: Per subset of the views run for some covers alone, its answers per cover (``methods.Answers``;
+    #: Per subset of the views run for some covers alone, its answers per cover (``join_search.Answers``;
     #: not serialized), kept while the subset's views keep their rows.
     answers: dict[frozenset[str], Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -1,0 +1,283 @@
+"""How the join-based method answers the forcing-view search (:mod:`.forcing_views`) on a stream.
+
+The search asks subsets of the views which covers they find. A subset asked about many covers keeps a state
+of the check over its views (:class:`SubsetState`), sharing the rows with the state over all of them and
+grown with them when next asked; one asked about a few is run for those covers alone (:meth:`JoinSearch.targeted`),
+its answers kept per cover while its views keep their rows. The search is deterministic in what it reads:
+the minimal covers over all the views and what each subset answered, so its last result stands while none
+of those changed (:class:`Search`). docs/design.md, "Which views force a cover" and "k-anonymity on the
+stream".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState, Grown
+from streamdetect.checks.k_anonymity.cover_index import CoverCodes
+from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
+from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.model.topology import Topology
+from streamdetect.relational.linked_values import SharedWork
+
+#: Searches in a row that may leave a subset's state unasked before it is dropped (its rows pile up).
+IDLE_SEARCHES = 16
+#: A subset state's key: the views, and the (identifier, sensitive) pairs it answers for.
+SubsetKey = tuple[frozenset[str], frozenset[tuple[str, str]]]
+
+
+#: A subset asked about at most this many covers, with no state kept, is run for them alone
+#: (:meth:`JoinSearch.targeted`) instead of getting a state of its own.
+TARGETED_COVERS = 2_000
+
+
+@dataclass(frozen=True)
+class Targeted:
+    """A subset run for some covers alone: its check, the covers asked and those it found, and the rows its
+    views had (the run depends on nothing else: the same rows, the same answer)."""
+
+    check: AssociationCoverCheck
+    wanted: frozenset[CoverCodes]
+    found: frozenset[CoverCodes]
+    rows: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def rows_of(check: AssociationCoverCheck, seen: SeenRows) -> tuple[tuple[int, int], ...]:
+        """Per view of ``check``, the rows stored and those present."""
+        return tuple(
+            (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name))
+            for view in check.views
+        )
+
+
+@dataclass
+class Answers:
+    """Per cover asked, whether a subset run for it alone found it, while its views have these rows."""
+
+    rows: tuple[tuple[int, int], ...]
+    found: set[CoverCodes] = field(default_factory=set)
+    missed: set[CoverCodes] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Search:
+    """The last forcing-view search: the version of the minimal covers over all the views, the subsets it
+    asked with what they answered (the version of a kept state's covers, a targeted run, or None: not
+    tried), and the findings."""
+
+    version: int
+    asked: Mapping[SubsetKey, int | Targeted | None]
+    findings: list[AssociationCoverFinding]
+
+
+@dataclass
+class SubsetState:
+    """The check over a subset of the views and its state, which shares the rows of the state over all of
+    them; grown by the rows they added since it was last asked (:meth:`catch_up`), not per batch: a
+    search asks for some subsets only now and then."""
+
+    check: AssociationCoverCheck
+    state: AssociationCoverState
+    #: Per batch since the last catch-up, per view, the rows that became present and their positions.
+    pending: list[tuple[str, pl.DataFrame, pl.Series]] = field(default_factory=list)
+    #: Searches in a row that did not ask for it.
+    idle: int = 0
+
+    def covers(self) -> Mapping[CoverCodes, frozenset[str]]:
+        """The minimal covers over the subset, caught up."""
+        self.catch_up()
+        return self.check.minimal_cover_codes(self.state)
+
+    @property
+    def version(self) -> int:
+        """The version of :meth:`covers` (read after it)."""
+        assert self.state.index is not None
+        return self.state.index.version
+
+    def catch_up(self) -> None:
+        """Grow the state by the rows pending, each view's rows in one delta (a delta join with the rows
+        present now finds what the batches' joins would have, and the sets are capped unions)."""
+        if not self.pending:
+            return
+        by_view: dict[str, list[tuple[pl.DataFrame, pl.Series]]] = {}
+        for name, new, positions in self.pending:
+            by_view.setdefault(name, []).append((new, positions))
+        grown: Grown = [
+            (
+                name,
+                pl.concat([new for new, _ in parts]),
+                pl.concat([positions for _, positions in parts]),
+                SharedWork(self.state.kept.caps),
+            )
+            for name, parts in by_view.items()
+        ]
+        self.pending = []
+        self.check.grow(self.state, grown)
+
+
+@dataclass(frozen=True)
+class JoinSearch:
+    """The forcing-view search of the join-based method over ``check``'s state; ``narrower(subset, pairs)``
+    is the check over a subset of the views for some pairs (None: another method there, not tried)."""
+
+    check: AssociationCoverCheck
+    topology: Topology
+    narrower: Callable[[frozenset[str], frozenset[tuple[str, str]]], AssociationCoverCheck | None]
+
+    @staticmethod
+    def grown(state: AssociationCoverState, grown: Grown | None) -> None:
+        """After the state took a batch: its kept subset states get the rows pending (``grown``), or, when
+        the sets were recomputed (None), are dropped with the kept answers (built again when asked for)."""
+        if grown is None:
+            state.subsets.clear()
+            state.answers.clear()
+            return
+        for subset in state.subsets.values():
+            subset.pending.extend((name, new, positions) for name, new, positions, _ in grown)
+
+    def covers(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
+        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded. The
+        search is deterministic in the minimal covers over all the views and over the subsets it asks: when
+        none of those changed since the last search, its findings stand (``state.search``)."""
+        method = self.check
+        full = method.minimal_cover_codes(state)
+        if not full:
+            state.subsets.clear()  # no search asks for them
+            state.search = None
+            return []
+        assert state.index is not None
+        last: Search | None = state.search
+        if last is not None and last.version == state.index.version and self.unchanged(state, last.asked):
+            self._age(state, set(last.asked))
+            return last.findings
+        topology = self.topology
+
+        # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
+        # it is asked again next batch); states this search does not ask for are dropped after it.
+        pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
+        asked: dict[SubsetKey, int | Targeted | None] = {}
+
+        def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
+            key = (subset, pairs)
+            kept = state.subsets.get(key)
+            if kept is None:
+                narrower = self.narrower(subset, pairs)
+                if narrower is None:
+                    asked[key] = None
+                    return set()  # not the same method on fewer views (an FD became effective): not tried
+                if len(wanted) <= TARGETED_COVERS:
+                    found = self.targeted(state, narrower, wanted)
+                    asked[key] = Targeted(narrower, frozenset(wanted), found, Targeted.rows_of(narrower, state.seen))
+                    return found
+                # Many covers: the subset's state is kept and grown with the state's (asked again next batch).
+                subset_state = narrower.recompute(state.seen)
+                subset_state.kept = state.kept  # the same rows: the same projections
+                kept = state.subsets[key] = SubsetState(narrower, subset_state)
+            covers = kept.covers()
+            asked[key] = kept.version
+            return covers.keys()
+
+        by_pair: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+
+        def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
+            pair = (key[0], key[1])
+            if pair not in by_pair:
+                by_pair[pair] = releasing(topology, *pair)
+            return by_pair[pair]
+
+        order = [view.name for view in topology.views]
+        # The views whose facts give each cover (frozen sets, the index's own): tried first.
+        forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=full)
+        self._age(state, set(asked))
+        findings = method.result(state, covers=full, views=forcing)
+        state.search = Search(state.index.version, asked, findings)
+        return findings
+
+    def unchanged(self, state: AssociationCoverState, asked: Mapping[SubsetKey, int | Targeted | None]) -> bool:
+        """Whether every subset a search asked finds what it found then (kept states caught up first,
+        targeted runs run again)."""
+        for key, answer in asked.items():
+            if answer is None:
+                continue  # another method on those views: not tried, whatever the rows
+            if isinstance(answer, Targeted):
+                if Targeted.rows_of(answer.check, state.seen) == answer.rows:
+                    continue  # its views did not change
+                if self.targeted(state, answer.check, answer.wanted) != answer.found:
+                    return False
+                continue
+            kept = state.subsets.get(key)
+            if kept is None:
+                return False
+            kept.covers()
+            if kept.version != answer:
+                return False
+        return True
+
+    def targeted(
+        self, state: AssociationCoverState, narrower: AssociationCoverCheck, wanted: Collection[CoverCodes]
+    ) -> frozenset[CoverCodes]:
+        """Which of the covers ``wanted`` (minimal over all the views) the check over fewer views finds,
+        from the projection facts that can give them there: a fact whose w(p) over all the views holds one
+        identifier value gives over fewer views a cover containing the one it gives over all (w only grows
+        as views are left out), so a wanted cover, and any smaller cover of its value, comes from a fact
+        that gives a cover of that value over all the views, or from one whose w(p) is empty there. The
+        minimal covers among those facts' are the subset's for these values: no state of its own."""
+        assert state.index is not None
+        subset = frozenset(view.name for view in narrower.views)
+        rows = Targeted.rows_of(narrower, state.seen)
+        answers = state.answers.get(subset)
+        if answers is None or answers.rows != rows:
+            # Which covers a subset finds depends on its views' rows alone: kept per cover until they change.
+            answers = state.answers[subset] = Answers(rows)
+        unknown = [cover for cover in wanted if cover not in answers.found and cover not in answers.missed]
+        if unknown:
+            found = self._run_for(state, narrower, unknown)
+            answers.found |= found
+            answers.missed |= set(unknown) - found
+        return frozenset(cover for cover in wanted if cover in answers.found)
+
+    def _run_for(
+        self, state: AssociationCoverState, narrower: AssociationCoverCheck, wanted: Collection[CoverCodes]
+    ) -> set[CoverCodes]:
+        """:meth:`targeted`'s run, for covers not answered yet."""
+        assert state.index is not None
+        codes: dict[tuple[str, str], set[int]] = {}
+        for identifier, sensitive, code, _ in wanted:
+            codes.setdefault((identifier, sensitive), set()).add(code)
+        giving = state.index.givers_of(codes)
+        sources = {
+            (view.name, identifier, sensitive): np.union1d(
+                giving.get((view.name, identifier, sensitive), np.zeros(0, dtype=np.int64)),
+                self.check.unjoined(state, (view.name, identifier, sensitive)),
+            )
+            for view in narrower.views
+            if state.seen.height(view.name)
+            for identifier, sensitive in codes
+        }
+        found = narrower.covers_given_by(state.seen, state.kept, sources, codes)
+        return {cover for cover in wanted if cover in found}
+
+    @staticmethod
+    def _age(state: AssociationCoverState, asked: set[SubsetKey]) -> None:
+        """Count the searches that did not ask for each subset state; drop those idle too long, and the
+        answers of subsets this search did not run for covers alone."""
+        subsets = {subset for subset, _ in asked}
+        state.answers = {subset: answers for subset, answers in state.answers.items() if subset in subsets}
+        for key, subset in list(state.subsets.items()):
+            subset.idle = 0 if key in asked else subset.idle + 1
+            if subset.idle > IDLE_SEARCHES:
+                del state.subsets[key]
+
+
+def releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
+    """The views that release the identifier attribute, and those that release the sensitive one."""
+    return (
+        [view.name for view in topology.views if identifier in view.attributes],
+        [view.name for view in topology.views if sensitive in view.attributes],
+    )
