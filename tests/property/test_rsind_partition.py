@@ -172,6 +172,31 @@ def test_updates_give_the_findings_of_a_fresh_check(case: dict[str, Any], rng: r
         assert open_ids == expected
 
 
+def test_blocks_that_give_the_same_finding_open_it_once_and_close_it_when_none_does() -> None:
+    """Two rows with the same public values but told apart by the selection (P = 'x' publishes one, not
+    the other) are two blocks of one row each, and the same finding. A later row joining one of those
+    blocks' components must not clear it while the other block still gives it."""
+    views = (ViewDefinition("v0", ("A",), where=Membership("P", ("x",), negated=False)),)
+    check = RsindCheck(views, ("A", "B"), ("P",), k=2)
+    state = check.initialize()
+    steps = [
+        [{"A": 1, "B": 1, "P": None}, {"A": 1, "B": 1, "P": "x"}],
+        [{"A": 0, "B": 0, "P": None}],
+    ]
+    open_ids: set[str] = set()
+    present: list[dict[str, Any]] = []
+    for rows in steps:
+        delta = check.update(state, _frame(rows))
+        open_ids -= {f.id for f in delta.cleared}
+        open_ids |= {f.id for f in delta.raised}
+        present.extend(rows)
+        fresh_check, fresh = _checked({"rows": present, "views": views, "k": 2})
+        found = [f.id for f in check.result(state)]
+        assert len(found) == len(set(found))  # each finding once
+        assert open_ids == set(found) == {f.id for f in fresh_check.result(fresh)}
+    assert len(open_ids) == 1
+
+
 #: Rows that tie on weight in one component: the nodes' order must come from the rows, not their arrival.
 TIED = {
     "rows": [

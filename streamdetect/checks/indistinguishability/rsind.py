@@ -20,6 +20,7 @@ by weight, then by their first row's public values), so its blocks depend on the
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -60,6 +61,9 @@ class Partition:
     members: dict[int, list[int]] = field(default_factory=dict)
     blocks: dict[int, list[list[int]]] = field(default_factory=dict)
     findings: dict[int, list[RsindFinding]] = field(default_factory=dict)
+    #: How many components' findings have each finding id: two blocks of rows with the same public values
+    #: give the same finding, and it is open while any of them does.
+    counts: dict[str, int] = field(default_factory=dict)
 
     def find(self, node: int) -> int:
         """The root of ``node``'s component."""
@@ -83,7 +87,29 @@ class Partition:
     def release(self, root: int, into: list[RsindFinding]) -> None:
         """Forget a component's blocks (it changes), its findings moved to ``into``."""
         self.blocks.pop(root, None)
-        into.extend(self.findings.pop(root, ()))
+        gone = self.findings.pop(root, ())
+        for finding in gone:
+            self.counts[finding.id] -= 1
+        into.extend(gone)
+
+    def keep(self, root: int, findings: list[RsindFinding]) -> None:
+        """A component's findings, after it was partitioned again."""
+        self.findings[root] = findings
+        for finding in findings:
+            self.counts[finding.id] = self.counts.get(finding.id, 0) + 1
+
+    def net(self, old: list[RsindFinding], new: list[RsindFinding]) -> Delta[RsindFinding]:
+        """What changed when components' findings ``old`` were replaced by ``new`` (:meth:`release`,
+        :meth:`keep`): a finding raised when no other component had it, cleared when none has it now."""
+        came = Counter(f.id for f in new)
+        went = Counter(f.id for f in old)
+        # Open before: held by the components left alone or by those released (count - came + went).
+        raised = {f.id: f for f in new if self.counts[f.id] - came[f.id] + went[f.id] == 0}
+        cleared = {f.id: f for f in old if not self.counts.get(f.id)}
+        for key in went:
+            if not self.counts.get(key):
+                self.counts.pop(key, None)
+        return Delta(tuple(raised.values()), tuple(cleared.values()))
 
     def union(self, a: int, b: int) -> None:
         """Join the components of two nodes (the larger one's root stays)."""
@@ -96,8 +122,9 @@ class Partition:
         self.members[a].extend(self.members.pop(b))
 
     def every_finding(self) -> list[RsindFinding]:
-        """The findings of every component."""
-        return [finding for findings in self.findings.values() for finding in findings]
+        """The findings of every component, each once (blocks of rows with the same public values give
+        the same finding)."""
+        return list({finding.id: finding for findings in self.findings.values() for finding in findings}.values())
 
 
 @dataclass(frozen=True)
@@ -202,7 +229,8 @@ class RsindCheck:
             return diff(before, after)
         part.classes = classes
         old, new = self._extend(state, sensitive, part)
-        return diff(old, new)
+        delta: Delta[RsindFinding] = part.net(old, new)
+        return delta
 
     def _classes(self, rows: pl.DataFrame, sensitive: str, part: Partition | None) -> tuple[ValueClasses, bool]:
         """The value classes over ``rows``, and whether they are ``part``'s (then numbered as its): when
@@ -259,7 +287,7 @@ class RsindCheck:
             blocks = self._blocks(part, root, cache)
             part.blocks[root] = blocks
             findings = [self._finding(sensitive, block, cache, exact) for block in blocks if len(block) < self.k]
-            part.findings[root] = findings
+            part.keep(root, findings)
             new.extend(findings)
         return old, new
 
