@@ -23,7 +23,7 @@ its stable id. Cost per (u, ID, P): two capped eliminations over all views.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import itemgetter
@@ -34,7 +34,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
-from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, Giver
+from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.k_anonymity.held_values import HeldValues
 from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, with_positions
@@ -159,7 +159,7 @@ class AssociationCoverCheck:
         """An empty state."""
         return AssociationCoverState()
 
-    def _needed(self, identifier: str, sensitive: str, target: str) -> dict[str, tuple[list[str], Filters]]:
+    def needed(self, identifier: str, sensitive: str, target: str) -> dict[str, tuple[list[str], Filters]]:
         """Per view, the attributes a capped set of the pair with this target reads: the target and the
         attributes two views share; and the pair's other attribute where a view holds it unshared, as a
         filter only (a row with a null there is left out of the pair's join: null never joins), or as the
@@ -306,7 +306,7 @@ class AssociationCoverCheck:
             state.borrowed.discard(key)
             state.held.pop(key, None)
         holder, identifier, sensitive, target = key
-        needed = self._needed(identifier, sensitive, target)
+        needed = self.needed(identifier, sensitive, target)
         relations: dict[str, pl.DataFrame] = {}
         for view in self.views:
             attributes, filters = needed[view.name]
@@ -320,7 +320,7 @@ class AssociationCoverCheck:
                     # A holder that holds the target has one value of it in all of w(p), p's own: its
                     # sets are full at one value.
                     full = 1 if target in view.attributes else cap
-                    relation = _open(relation, self._filled(state, key), full, shared)
+                    relation = _open(relation, self.filled(state, key), full, shared)
                 relations[view.name] = relation
                 continue
             # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then
@@ -427,12 +427,12 @@ class AssociationCoverCheck:
         """The PFs of ``pfs`` whose sets can give a cover: one identifier value, fewer than k sensitive ones
         (from the counts kept beside the sets)."""
         holder, identifier, sensitive = giver
-        ids = self._filled(state, (holder, identifier, sensitive, identifier))
-        values = self._filled(state, (holder, identifier, sensitive, sensitive))
+        ids = self.filled(state, (holder, identifier, sensitive, identifier))
+        values = self.filled(state, (holder, identifier, sensitive, sensitive))
         at = pfs.to_numpy()
         return pfs.filter(pl.Series((ids[at] == 1) & (values[at] < self.k)))
 
-    def _filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
+    def filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
         """How many values each PF of the key's holder has in its set."""
         return self._held(state, key).counts
 
@@ -447,68 +447,6 @@ class AssociationCoverCheck:
         else:
             held.extend(height)
         return held
-
-    def unjoined(self, state: AssociationCoverState, giver: Giver) -> np.ndarray[Any, Any]:
-        """The positions of the giver's projection facts whose w(p) is empty (no identifier value): the
-        only ones that can give, over fewer views, a cover that gives nothing over all of them."""
-        holder, identifier, sensitive = giver
-        return np.flatnonzero(self._filled(state, (holder, identifier, sensitive, identifier)) == 0)
-
-    def covers_given_by(
-        self,
-        seen: SeenRows,
-        kept: KeptRelations,
-        sources: Mapping[Giver, np.ndarray[Any, Any]],
-        codes: Mapping[tuple[str, str], Collection[int]],
-    ) -> dict[CoverCodes, frozenset[str]]:
-        """The minimal covers of the identifier values ``codes`` (per pair) among those the projection facts
-        ``sources`` (positions, per giver) give over this check's views, with their holders: the capped sets
-        of those facts only, computed from the stored views (``kept``, shared with the state that keeps
-        them) without a state of their own; the sensitive sets only of the facts whose identifier set is
-        one of those values."""
-        active = self.released(seen)
-        names = {view.name for view in active.views}
-        shared = SharedWork(kept.caps)
-        sets: dict[SetKey, pl.DataFrame] = {}
-        givers = []
-        for (holder, identifier, sensitive), positions in sources.items():
-            wanted = codes.get((identifier, sensitive))
-            if holder not in names or (identifier, sensitive) not in active.pairs or not len(positions) or not wanted:
-                continue
-            chosen = pl.Series(PF, positions, dtype=pl.UInt32)
-            ids = active._given_sets(seen, kept, (holder, identifier, sensitive), identifier, chosen, shared)
-            single = ids.filter(pl.len().over(PF) == 1).filter(pl.col(identifier).is_in(list(wanted)))
-            if single.is_empty():
-                continue
-            givers.append((holder, identifier, sensitive))
-            sets[(holder, identifier, sensitive, identifier)] = single
-            sets[(holder, identifier, sensitive, sensitive)] = active._given_sets(
-                seen, kept, (holder, identifier, sensitive), sensitive, single.get_column(PF), shared
-            )
-        return CoverIndex.build(sets, givers, self.k, PF).minimal
-
-    def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole context
-        self,
-        seen: SeenRows,
-        kept: KeptRelations,
-        giver: Giver,
-        target: str,
-        chosen: pl.Series,
-        shared: SharedWork,
-    ) -> pl.DataFrame:
-        """The capped ``target`` sets of the giver's projection facts at ``chosen`` positions."""
-        holder, identifier, sensitive = giver
-        needed = self._needed(identifier, sensitive, target)
-        relations = {}
-        for view in self.views:
-            attributes, filters = needed[view.name]
-            if not attributes and view.name != holder:
-                continue
-            relation = kept.relation(seen, view.name, attributes, view.name == holder, filters)
-            relations[view.name] = (
-                relation.join(chosen.to_frame(PF), on=PF, how="semi") if view.name == holder else relation
-            )
-        return linked_values(relations, PF, target, 2 if target == identifier else self.k, shared)
 
     def recompute(self, seen: SeenRows) -> AssociationCoverState:
         """The state for rows already seen and encoded (e.g. another check's, restricted to this check's

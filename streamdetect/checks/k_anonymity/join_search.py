@@ -14,17 +14,24 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
-from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState, Grown
-from streamdetect.checks.k_anonymity.cover_index import CoverCodes
+from streamdetect.checks.k_anonymity.association_covers import (
+    AssociationCoverCheck,
+    AssociationCoverState,
+    Grown,
+    SetKey,
+)
+from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, Giver
 from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
+from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.topology import Topology
-from streamdetect.relational.linked_values import SharedWork
+from streamdetect.relational.linked_values import SharedWork, linked_values
 
 #: Searches in a row that may leave a subset's state unasked before it is dropped (its rows pile up).
 IDLE_SEARCHES = 16
@@ -254,13 +261,13 @@ class JoinSearch:
         sources = {
             (view.name, identifier, sensitive): np.union1d(
                 giving.get((view.name, identifier, sensitive), np.zeros(0, dtype=np.int64)),
-                self.check.unjoined(state, (view.name, identifier, sensitive)),
+                _unjoined(self.check, state, (view.name, identifier, sensitive)),
             )
             for view in narrower.views
             if state.seen.height(view.name)
             for identifier, sensitive in codes
         }
-        found = narrower.covers_given_by(state.seen, state.kept, sources, codes)
+        found = _covers_given_by(narrower, state, sources, codes)
         return {cover for cover in wanted if cover in found}
 
     @staticmethod
@@ -273,6 +280,66 @@ class JoinSearch:
             subset.idle = 0 if key in asked else subset.idle + 1
             if subset.idle > IDLE_SEARCHES:
                 del state.subsets[key]
+
+
+def _unjoined(check: AssociationCoverCheck, state: AssociationCoverState, giver: Giver) -> np.ndarray[Any, Any]:
+    """The positions of the giver's projection facts whose w(p) is empty over all the views (no identifier
+    value): the only ones that can give, over fewer views, a cover that gives nothing over all of them."""
+    holder, identifier, sensitive = giver
+    return np.flatnonzero(check.filled(state, (holder, identifier, sensitive, identifier)) == 0)
+
+
+def _covers_given_by(
+    narrower: AssociationCoverCheck,
+    state: AssociationCoverState,
+    sources: Mapping[Giver, np.ndarray[Any, Any]],
+    codes: Mapping[tuple[str, str], Collection[int]],
+) -> dict[CoverCodes, frozenset[str]]:
+    """The minimal covers of the identifier values ``codes`` (per pair) among those the projection facts
+    ``sources`` (positions, per giver) give over ``narrower``'s views, with their holders: the capped sets of
+    those facts only, computed from the state's stored views (shared with it) without a state of their own;
+    the sensitive sets only of the facts whose identifier set is one of those values."""
+    active = narrower.released(state.seen)
+    names = {view.name for view in active.views}
+    shared = SharedWork(state.kept.caps)
+    sets: dict[SetKey, pl.DataFrame] = {}
+    givers = []
+    for (holder, identifier, sensitive), positions in sources.items():
+        wanted = codes.get((identifier, sensitive))
+        if holder not in names or (identifier, sensitive) not in active.pairs or not len(positions) or not wanted:
+            continue
+        giver = (holder, identifier, sensitive)
+        ids = _given_sets(active, state, giver, identifier, pl.Series(PF, positions, dtype=pl.UInt32), shared)
+        single = ids.filter(pl.len().over(PF) == 1).filter(pl.col(identifier).is_in(list(wanted)))
+        if single.is_empty():
+            continue
+        givers.append(giver)
+        sets[(*giver, identifier)] = single
+        sets[(*giver, sensitive)] = _given_sets(active, state, giver, sensitive, single.get_column(PF), shared)
+    return CoverIndex.build(sets, givers, narrower.k, PF).minimal
+
+
+def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole context
+    check: AssociationCoverCheck,
+    state: AssociationCoverState,
+    giver: Giver,
+    target: str,
+    chosen: pl.Series,
+    shared: SharedWork,
+) -> pl.DataFrame:
+    """The capped ``target`` sets over ``check``'s views of the giver's projection facts at ``chosen``."""
+    holder, identifier, sensitive = giver
+    needed = check.needed(identifier, sensitive, target)
+    relations = {}
+    for view in check.views:
+        attributes, filters = needed[view.name]
+        if not attributes and view.name != holder:
+            continue
+        relation = state.kept.relation(state.seen, view.name, attributes, view.name == holder, filters)
+        relations[view.name] = (
+            relation.join(chosen.to_frame(PF), on=PF, how="semi") if view.name == holder else relation
+        )
+    return linked_values(relations, PF, target, 2 if target == identifier else check.k, shared)
 
 
 def releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
