@@ -179,6 +179,19 @@ class AssociationCoverCheck:
             needed[view.name] = (columns, tuple(others)) if columns else (others, ())
         return needed
 
+    def cap(self, identifier: str, target: str) -> int:
+        """The cap of a set of ``target`` values: 2 for the identifier (one value, or more), k for the
+        sensitive attribute (fewer than k, or not)."""
+        return 2 if target == identifier else self.k
+
+    def reads(self, key: SetKey) -> dict[str, tuple[list[str], Filters]]:
+        """The views a capped set of ``key`` reads, in view order, with their attributes and filters
+        (:meth:`needed`): its holder, and every view with an attribute read (one sharing nothing read only
+        has to be non-empty, and every view read is: :meth:`released`)."""
+        holder, identifier, sensitive, target = key
+        needed = self.needed(identifier, sensitive, target)
+        return {name: read for name, read in needed.items() if read[0] or name == holder}
+
     def _set_keys(self, seen: SeenRows) -> list[tuple[SetKey, int, SetKey | None]]:
         """Every capped set kept (holder, identifier, sensitive, target) with its cap and, when an earlier
         key is the same set, that key. w(p) does not depend on the pair, so an identifier's set is the same
@@ -189,7 +202,8 @@ class AssociationCoverCheck:
         first: dict[tuple[str, str], SetKey] = {}
         for identifier, sensitive in self.pairs:
             for holder in self.views:
-                for target, cap in ((identifier, 2), (sensitive, self.k)):
+                for target in (identifier, sensitive):
+                    cap = self.cap(identifier, target)
                     key = (holder.name, identifier, sensitive, target)
                     twin = first.get((holder.name, target))
                     if twin is not None and ({twin[1], twin[2], identifier, sensitive} - {target}) & nullable:
@@ -305,47 +319,40 @@ class AssociationCoverCheck:
         if key in state.borrowed:  # no longer its twin's set (a null now tells the pairs apart)
             state.borrowed.discard(key)
             state.held.pop(key, None)
-        holder, identifier, sensitive, target = key
-        needed = self.needed(identifier, sensitive, target)
+        holder, _, _, target = key
+        reads = self.reads(key)
         relations: dict[str, pl.DataFrame] = {}
-        for view in self.views:
-            attributes, filters = needed[view.name]
-            if not attributes and view.name != holder:
-                continue  # a view sharing nothing needed only has to be non-empty, and every view is
-            if view.name != changed:
+        for name, (attributes, filters) in reads.items():
+            if name != changed:
                 # The stored view's projection, the same frame between batches while the view does not
                 # change (:mod:`.kept_relations`): what is computed from it is kept with it.
-                relation = state.kept.relation(state.seen, view.name, attributes, view.name == holder, filters)
-                if view.name == holder:
+                relation = state.kept.relation(state.seen, name, attributes, name == holder, filters)
+                if name == holder:
                     # A holder that holds the target has one value of it in all of w(p), p's own: its
                     # sets are full at one value.
-                    full = 1 if target in view.attributes else cap
+                    full = 1 if target in attributes else cap
                     relation = _open(relation, self.filled(state, key), full, shared)
-                relations[view.name] = relation
-                continue
-            # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair then
-            # share their relations, and with them their eliminations (SharedWork keys by identity).
-            if view.name == holder:
-                relations[view.name] = shared.remember(
-                    ("relation", view.name, "holder", tuple(attributes), filters),
+                relations[name] = relation
+            elif name == holder:
+                # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair
+                # then share their relations, and with them their eliminations (SharedWork keys by identity).
+                relations[name] = shared.remember(
+                    ("relation", name, "holder", tuple(attributes), filters),
                     partial(with_positions, new_rows, attributes, positions.alias(PF), filters),
                 )
             else:
                 # Only the projections the view did not have: a row that repeats one on these attributes
                 # joins as that one did, and adds nothing to any set.
-                relations[view.name] = shared.remember(
-                    ("relation", view.name, "", tuple(attributes), filters),
-                    partial(state.kept.novel, state.seen, view.name, (attributes, filters), new_rows, positions),
+                relations[name] = shared.remember(
+                    ("relation", name, "", tuple(attributes), filters),
+                    partial(state.kept.novel, state.seen, name, (attributes, filters), new_rows, positions),
                 )
-        copied = self._firsts_only(state, key, relations, needed[holder], shared) if changed == holder else None
-        empty = any(frame.is_empty() for frame in relations.values())
-        if empty and copied is None:
-            return
-        found = _no_pairs_like(state, key, relations) if empty else linked_values(relations, PF, target, cap, shared)
+        copied = self._firsts_only(state, key, relations, reads[holder], shared) if changed == holder else None
+        found = linked_values(relations, PF, target, cap, shared)  # no pairs when a relation is empty
         if copied is not None:
             found = pl.concat([found, copied(found)], how="vertical_relaxed")
-            if empty and found.is_empty():
-                return
+        if found.is_empty() and any(frame.is_empty() for frame in relations.values()):
+            return  # no join: the set stays as it was (absent before any pair)
         added = self._merge(state, key, found, cap)
         if added.height:
             state.touched.setdefault(key, []).append(added.get_column(PF))
@@ -373,6 +380,7 @@ class AssociationCoverCheck:
             return None  # a holder sharing nothing the set reads: its PFs all have one set
         # The target left out of the projection still leaves out the rows with a null there.
         filters = (*filters, target) if own else filters
+        # Counted on the view's distinct projections: the firsts are only built for the holders that pass.
         distinct = state.kept.relation(state.seen, holder, keys, False, filters).height
         if distinct * REPEATS > state.seen.height(holder):
             return None  # projections seldom repeat: matching the new PFs would cost more than it spares
@@ -442,8 +450,7 @@ class AssociationCoverCheck:
         height = state.seen.rows[key[0]].height
         held = state.held.get(key)
         if held is None:
-            cap = 2 if key[3] == key[1] else self.k
-            held = state.held[key] = HeldValues.of(state.sets.get(key), PF, key[3], cap, height)
+            held = state.held[key] = HeldValues.of(state.sets.get(key), PF, key[3], self.cap(key[1], key[3]), height)
         else:
             held.extend(height)
         return held
@@ -645,14 +652,3 @@ def _matched(new: pl.DataFrame, firsts: pl.DataFrame, keys: list[str], rep: str)
     """``new`` with, per row, the first PF of its projection on ``keys`` (``rep``; the row's own PF when it
     is the first)."""
     return new.join(firsts.rename({PF: rep}), on=keys, how="left").with_columns(pl.col(rep).fill_null(pl.col(PF)))
-
-
-def _no_pairs_like(state: AssociationCoverState, key: SetKey, relations: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """No pairs, typed as the key's set (or its relations) types them."""
-    current = state.sets.get(key)
-    if current is not None:
-        return current.clear()
-    schema: dict[str, Any] = {}
-    for frame in relations.values():
-        schema.update(frame.schema)
-    return pl.DataFrame(schema={PF: schema.get(PF, pl.UInt32), key[3]: schema[key[3]]})

@@ -46,21 +46,19 @@ TARGETED_COVERS = 2_000
 
 @dataclass(frozen=True)
 class Targeted:
-    """A subset run for some covers alone: its check, the covers asked and those it found, and the rows its
-    views had (the run depends on nothing else: the same rows, the same answer)."""
+    """A subset run for some covers alone: its check, the covers asked and those it found."""
 
     check: AssociationCoverCheck
     wanted: frozenset[CoverCodes]
     found: frozenset[CoverCodes]
-    rows: tuple[tuple[int, int], ...]
 
-    @staticmethod
-    def rows_of(check: AssociationCoverCheck, seen: SeenRows) -> tuple[tuple[int, int], ...]:
-        """Per view of ``check``, the rows stored and those present."""
-        return tuple(
-            (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name))
-            for view in check.views
-        )
+
+def _rows_of(check: AssociationCoverCheck, seen: SeenRows) -> tuple[tuple[int, int], ...]:
+    """Per view of ``check``, the rows stored and those present (a run for some covers alone depends on
+    nothing else: the same rows, the same answer)."""
+    return tuple(
+        (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name)) for view in check.views
+    )
 
 
 @dataclass
@@ -180,7 +178,7 @@ class JoinSearch:
                     return set()  # not the same method on fewer views (an FD became effective): not tried
                 if len(wanted) <= TARGETED_COVERS:
                     found = self.targeted(state, narrower, wanted)
-                    asked[key] = Targeted(narrower, frozenset(wanted), found, Targeted.rows_of(narrower, state.seen))
+                    asked[key] = Targeted(narrower, frozenset(wanted), found)
                     return found
                 # Many covers: the subset's state is kept and grown with the state's (asked again next batch).
                 subset_state = narrower.recompute(state.seen)
@@ -208,13 +206,11 @@ class JoinSearch:
 
     def unchanged(self, state: AssociationCoverState, asked: Mapping[SubsetKey, int | Targeted | None]) -> bool:
         """Whether every subset a search asked finds what it found then (kept states caught up first,
-        targeted runs run again)."""
+        targeted runs asked again: answered from their kept answers while their views keep their rows)."""
         for key, answer in asked.items():
             if answer is None:
                 continue  # another method on those views: not tried, whatever the rows
             if isinstance(answer, Targeted):
-                if Targeted.rows_of(answer.check, state.seen) == answer.rows:
-                    continue  # its views did not change
                 if self.targeted(state, answer.check, answer.wanted) != answer.found:
                     return False
                 continue
@@ -237,7 +233,7 @@ class JoinSearch:
         minimal covers among those facts' are the subset's for these values: no state of its own."""
         assert state.index is not None
         subset = frozenset(view.name for view in narrower.views)
-        rows = Targeted.rows_of(narrower, state.seen)
+        rows = _rows_of(narrower, state.seen)
         answers = state.answers.get(subset)
         if answers is None or answers.rows != rows:
             # Which covers a subset finds depends on its views' rows alone: kept per cover until they change.
@@ -328,18 +324,12 @@ def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole 
     shared: SharedWork,
 ) -> pl.DataFrame:
     """The capped ``target`` sets over ``check``'s views of the giver's projection facts at ``chosen``."""
-    holder, identifier, sensitive = giver
-    needed = check.needed(identifier, sensitive, target)
+    holder, identifier, _ = giver
     relations = {}
-    for view in check.views:
-        attributes, filters = needed[view.name]
-        if not attributes and view.name != holder:
-            continue
-        relation = state.kept.relation(state.seen, view.name, attributes, view.name == holder, filters)
-        relations[view.name] = (
-            relation.join(chosen.to_frame(PF), on=PF, how="semi") if view.name == holder else relation
-        )
-    return linked_values(relations, PF, target, 2 if target == identifier else check.k, shared)
+    for name, (attributes, filters) in check.reads((*giver, target)).items():
+        relation = state.kept.relation(state.seen, name, attributes, name == holder, filters)
+        relations[name] = relation.join(chosen.to_frame(PF), on=PF, how="semi") if name == holder else relation
+    return linked_values(relations, PF, target, check.cap(identifier, target), shared)
 
 
 def releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
