@@ -59,13 +59,11 @@ def publications(draw: st.DrawFn) -> dict[str, Any]:
         views.append(ViewDefinition(f"v{i}", projection, draw(selections())))
     identifier = draw(st.sampled_from(ATTRIBUTES))
     sensitive = draw(st.sampled_from([a for a in ATTRIBUTES if a != identifier]))
-    return {
-        "table": table,
-        "views": tuple(views),
-        "identifier": identifier,
-        "sensitive": sensitive,
-        "k": draw(st.sampled_from([2, 3])),
-    }
+    return _case(table, views, (identifier, sensitive), draw(st.sampled_from([2, 3])))
+
+
+def _case(table: list[dict[str, int]], views: list[ViewDefinition], pair: tuple[str, str], k: int) -> dict[str, Any]:
+    return {"table": table, "views": tuple(views), "identifier": pair[0], "sensitive": pair[1], "k": k}
 
 
 def _released(view: ViewDefinition, rows: list[dict[str, int]]) -> set[tuple[int, ...]]:
@@ -159,3 +157,44 @@ def test_aggregated_cells_equal_enumerated_cells(case: dict[str, Any]) -> None:
     """The aggregated method (joins per pattern, cells where a selection needs them) finds what
     enumerating the cells finds."""
     assert _found(case, "auto") == _found(case, "enumerate")
+
+
+@st.composite
+def bounded_by_a_shared_attribute(draw: st.DrawFn) -> dict[str, Any]:
+    """A view alone holds the sensitive (or identifier) attribute and selects on it and on an attribute
+    another view shares: a tuple outside the selection takes, as that attribute, only the values the
+    selection fails for with the shared attribute's value, row by row (the aggregated method's classes)."""
+    table = draw(st.lists(st.fixed_dictionaries({a: st.integers(0, 3) for a in ATTRIBUTES}), min_size=0, max_size=5))
+    alone, shared, other = draw(st.permutations(ATTRIBUTES))
+    where = draw(
+        st.one_of(
+            st.builds(lambda a, b: Or((a, b)), _atom_on(alone), _atom_on(shared)),
+            st.builds(lambda a, b: And((a, b)), _atom_on(alone), _atom_on(shared)),
+            st.builds(lambda a, b: Not(And((a, b))), _atom_on(alone), _atom_on(shared)),
+        )
+    )
+    views = [ViewDefinition("v0", tuple(a for a in ATTRIBUTES if a in {alone, shared}), where)]
+    views.append(ViewDefinition("v1", tuple(a for a in ATTRIBUTES if a in {shared, other})))
+    if draw(st.booleans()):
+        views.append(ViewDefinition("v2", (other,), draw(st.sampled_from([None, Comparison(other, ">", 1)]))))
+    sensitive, identifier = (alone, other) if draw(st.booleans()) else (other, alone)
+    return _case(table, views, (identifier, sensitive), draw(st.sampled_from([2, 3])))
+
+
+def _atom_on(attribute: str) -> st.SearchStrategy[Predicate]:
+    return st.one_of(
+        st.builds(Comparison, st.just(attribute), st.sampled_from(["=", "!=", "<", ">="]), st.integers(0, 3)),
+        st.builds(
+            Membership, st.just(attribute), st.lists(st.integers(0, 3), min_size=1, max_size=2, unique=True).map(tuple)
+        ),
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=bounded_by_a_shared_attribute())
+def test_a_selection_bounding_a_projected_attribute_by_a_shared_one_equals_the_definition(case: dict[str, Any]) -> None:
+    """Aggregated (no cells enumerated: the selection splits the shared attribute's rows into classes)
+    and enumerated, both equal to the definition."""
+    expected = reference(case)
+    assert _found(case, "aggregate") == expected
+    assert _found(case, "enumerate") == expected

@@ -421,3 +421,28 @@ def test_rsind_refuses_value_classes_past_its_bound_naming_the_attribute(tmp_pat
     assert code == 2, stderr
     assert "'Problem'" in stderr
     assert "2,300" in stderr
+
+
+def test_k_anonymity_refuses_cells_past_its_bound_naming_the_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two selections reading an attribute no view holds, one of them with an attribute of its view, need the
+    cells of Yao et al.'s Figure 5 enumerated, a product of the views: past the bound, exit 2 naming the view
+    where it stopped, not a run that fills the memory (the bound is lowered here; the product is 40 x 40)."""
+    from streamdetect.checks.k_anonymity import selection_covers
+
+    monkeypatch.setattr(selection_covers, "MAX_CELLS", 1_000)
+    topology = (
+        "table:\n  attributes: {Id: int, A: int, B: int, P: str}\n  identifiers: [Id]\n  sensitive: [P]\n"
+        "views:\n"
+        "  - {name: v1, attributes: [Id, A], where: 'B > 1 OR A > 3', source: v1.csv}\n"
+        "  - {name: v2, attributes: [A, P], where: 'B < 5', source: v2.csv}\n"
+        "checks:\n  k-anonymity: {k: 2}\n"
+    )
+    v1 = "Id,A\n" + "".join(f"{i},0\n" for i in range(40))
+    v2 = "A,P\n" + "".join(f"0,p{i}\n" for i in range(40))
+    code, _, stderr = _run(_write(tmp_path, topology, {"v1.csv": v1, "v2.csv": v2}))
+    assert code == 2, stderr
+    assert "1,000" in stderr
+    assert "'v2'" in stderr
+    assert "Traceback" not in stderr

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise, product
 from typing import Any
 
@@ -36,9 +37,10 @@ import polars as pl
 
 from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.k_anonymity.association_covers import minimal_covers
-from streamdetect.model.predicates import Predicate, attributes_of, evaluate, literals_of
+from streamdetect.errors import UnsupportedCase
+from streamdetect.model.predicates import And, Not, Or, Predicate, attributes_of, evaluate, literals_of
 from streamdetect.model.topology import ViewDefinition
-from streamdetect.relational.linked_values import linked_values
+from streamdetect.relational.linked_values import SharedWork, linked_values
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ def _representatives(known: set[Any], cap: int) -> list[Representative]:
 
 
 _FREE = object()  # an attribute a cell leaves free
+#: Enumerated cells beyond which the cell procedure refuses (each holds its values and constraints: a few
+#: hundred bytes, so about a gigabyte at the limit).
+MAX_CELLS = 2_000_000
 
 
 @dataclass
@@ -110,6 +115,26 @@ class SelectionCoverCheck:
                 for attribute, value in literals_of(view.where):
                     known.setdefault(attribute, set()).add(value)
         representatives = {a: _representatives(values, self.k) for a, values in known.items()}
+        # The pairs' runs share their work: the same numbered rows, filtered alike, join alike.
+        shared = SharedWork()
+        numbered_rows: dict[str, pl.DataFrame] = {}
+
+        def numbered() -> dict[str, pl.DataFrame]:
+            if not numbered_rows:
+                # A PF is a distinct row of its view: numbered once, so that every pattern names it alike.
+                numbered_rows.update(
+                    (
+                        view.name,
+                        frames[view.name]
+                        .select(view.attributes)
+                        .drop_nulls()
+                        .unique()
+                        .with_row_index(_row(position), offset=1),
+                    )
+                    for position, view in enumerate(self.views)
+                )
+            return numbered_rows
+
         cells: list[_Cell] | None = None
         findings: list[AssociationCoverFinding] = []
         for identifier in self.identifiers:
@@ -118,7 +143,7 @@ class SelectionCoverCheck:
                     continue
                 sets = None
                 if self.method != "enumerate":
-                    sets = self._aggregated(frames, representatives, identifier, sensitive)
+                    sets = self._aggregated(numbered(), representatives, identifier, sensitive, shared)
                 if sets is None:
                     if self.method == "aggregate":
                         raise ValueError("the selections need the enumerated cells (method 'enumerate' or 'auto')")
@@ -129,10 +154,11 @@ class SelectionCoverCheck:
 
     def _aggregated(
         self,
-        frames: Mapping[str, pl.DataFrame],
+        numbered: Mapping[str, pl.DataFrame],
         representatives: Mapping[str, list[Representative]],
         identifier: str,
         sensitive: str,
+        shared: SharedWork,
     ) -> tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]] | None:
         """Per PF, its identifier and sensitive values over its cells, without enumerating the cells; None
         when a selection needs them (:func:`_pattern_relations`).
@@ -146,55 +172,66 @@ class SelectionCoverCheck:
         """
         ids: dict[tuple[int, int], set[Any]] = {}
         values: dict[tuple[int, int], set[Any]] = {}
-        # A PF is a distinct row of its view: numbered once, so that every pattern names it alike.
-        numbered = {
-            view.name: frames[view.name]
-            .select(view.attributes)
-            .drop_nulls()
-            .unique()
-            .with_row_index(_row(position), offset=1)
-            for position, view in enumerate(self.views)
-        }
         selected = [i for i, view in enumerate(self.views) if view.where is not None]
         for outside in product([False, True], repeat=len(selected)):
             out = {i for i, o in zip(selected, outside, strict=True) if o}
-            pattern = _pattern_relations(self.views, numbered, out, representatives, (identifier, sensitive))
-            if pattern is _NEEDS_CELLS:
+            patterns = _pattern_relations(
+                self.views, numbered, out, representatives, (identifier, sensitive), shared=shared
+            )
+            if patterns is _NEEDS_CELLS:
                 return None
-            if not isinstance(pattern, _Pattern):
-                continue  # no tuple falls in this pattern
-            relations = pattern.relations
-            held = {a for frame in relations.values() for a in frame.columns}
-            for position, view in enumerate(self.views):
-                if position in out:
-                    continue
-                # Only the PF's own view keeps its row numbers (the others' would be joined on).
-                source = _row(position)
-                named = {
-                    name: frame.select(c for c in frame.columns if not c.startswith(_ROW) or c == source)
-                    for name, frame in relations.items()
-                }
-                caps = ((identifier, 2), (sensitive, self.k))
-                linked = {a: linked_values(named, source, a, cap) for a, cap in caps if a in held}
-                # Every PF with a cell is linked to some value of any attribute the pattern fixes (its own
-                # view's, when neither the identifier nor the sensitive attribute is).
-                reached = next(iter(linked.values()), None)
-                if reached is None:
-                    reached = linked_values(named, source, view.attributes[0], 1)
-                present = reached.get_column(source).unique().to_list()
-                for attribute, target, free in (
-                    (identifier, ids, pattern.free_ids),
-                    (sensitive, values, pattern.free_values),
-                ):
-                    for number in present:
-                        target.setdefault((position, number), set())
-                    if attribute not in linked:
-                        for number in present:  # free: the selections' representatives, or unbounded
-                            target[(position, number)].update({_MANY} if free is None else free)
-                        continue
-                    for number, value in linked[attribute].iter_rows():
-                        target[(position, number)].add(value)
+            assert isinstance(patterns, list)
+            for pattern in patterns:  # none when no tuple falls in this pattern
+                self._pattern_sets(pattern, out, (identifier, sensitive), shared, (ids, values))
         return ids, values
+
+    def _pattern_sets(
+        self,
+        pattern: _Pattern,
+        out: set[int],
+        pair: tuple[str, str],
+        shared: SharedWork,
+        sets: tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]],
+    ) -> None:
+        """Add, per PF with a cell in ``pattern``, its identifier and sensitive values there to ``sets``."""
+        identifier, sensitive = pair
+        ids, values = sets
+        relations = pattern.relations
+        held = {a for frame in relations.values() for a in frame.columns}
+        # Only the PF's own view keeps its row numbers (the others' would be joined on); the others are the
+        # same frames for every view's PFs, so the runs share the eliminations that do not reach the PFs.
+        stripped = {
+            name: shared.remember(
+                ("stripped", shared.identity(frame)),
+                partial(frame.select, [c for c in frame.columns if not c.startswith(_ROW)]),
+            )
+            for name, frame in relations.items()
+        }
+        for position, view in enumerate(self.views):
+            if position in out:
+                continue
+            source = _row(position)
+            named = {name: relations[name] if name == view.name else frame for name, frame in stripped.items()}
+            caps = ((identifier, 2), (sensitive, self.k))
+            linked = {a: linked_values(named, source, a, cap, shared) for a, cap in caps if a in held}
+            # Every PF with a cell is linked to some value of any attribute the pattern fixes (its own
+            # view's, when neither the identifier nor the sensitive attribute is).
+            reached = next(iter(linked.values()), None)
+            if reached is None:
+                reached = linked_values(named, source, view.attributes[0], 1, shared)
+            present = reached.get_column(source).unique().to_list()
+            for attribute, target, free in (
+                (identifier, ids, pattern.free_ids),
+                (sensitive, values, pattern.free_values),
+            ):
+                for number in present:
+                    target.setdefault((position, number), set())
+                if attribute not in linked:
+                    for number in present:  # free: the selections' representatives, or unbounded
+                        target[(position, number)].update({_MANY} if free is None else free)
+                    continue
+                for number, value in linked[attribute].iter_rows():
+                    target[(position, number)].add(value)
 
     def _cells(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> Iterator[_Cell]:
         """The cells: one choice per view (a row, or 0 for a tuple outside its selection), consistent.
@@ -229,6 +266,13 @@ class SelectionCoverCheck:
                     candidate = _Cell(dict(cell.fixed), [*cell.constraints, (view.where, False)], (*cell.choices, 0))
                     if _consistent(candidate):
                         grown.append(candidate)
+                if len(grown) > MAX_CELLS:
+                    raise UnsupportedCase(
+                        f"k-anonymity: the selections need the cells enumerated (attributes no view holds are read "
+                        f"by more than one selection, or by one whose other attributes no one view holds), and "
+                        f"they pass {MAX_CELLS:,} at view {view.name!r}; this version stops there (use views whose "
+                        "selections read their own attributes)"
+                    )
             cells = grown
         yield from cells
 
@@ -361,7 +405,9 @@ class _Pattern:
 
 
 _NEEDS_CELLS = object()  # a pattern whose selections the joins cannot express
+_UNREAD = object()  # a projected attribute a selection does not bound
 _ROW = "\0row"
+_CLASS = "\0class"
 
 
 def _pattern_relations(
@@ -370,24 +416,33 @@ def _pattern_relations(
     outside: set[int],
     representatives: Mapping[str, list[Representative]],
     projected: tuple[str, str],
-) -> _Pattern | object | None:
-    """The chosen views' rows (distinct, numbered) for one pattern, each selection applied as a row filter;
-    None when the pattern holds no tuple, ``_NEEDS_CELLS`` when a selection cannot be a row filter.
+    *,
+    shared: SharedWork,
+) -> list[_Pattern] | object:
+    """The chosen views' rows (distinct, numbered) for one pattern, each selection applied as a row filter,
+    as one or more parts whose cells are the pattern's (none when the pattern holds no tuple);
+    ``_NEEDS_CELLS`` when a selection cannot be a row filter.
 
     A selection becomes a filter when one chosen view holds every attribute it reads (the natural join
     makes that view's values the tuple's). A selection reading only attributes no chosen view holds
     constrains free attributes only, alike for every cell: the pattern is empty unless those selections
     can hold together, and they bound the identifier's and sensitive attribute's values when free
-    (representative values, as for a cell). A selection reading fixed and free attributes is a row filter
-    of the view holding the fixed ones when its free attributes matter to nothing else; any other mix
-    needs the cells.
+    (representative values, as for a cell). A selection reading fixed and free attributes, where one chosen
+    view holds the fixed ones and no other selection reads the free ones, is a row filter of that view
+    (each row decides alone whether some value of its free attributes satisfies it); when the identifier
+    or the sensitive attribute is among those free ones, the values it can take depend on the row's fixed
+    values, so the view's rows are split into classes that bound them alike, one part per class (a cell
+    holds one row of the view: the parts partition the cells). Any other mix needs the cells.
     """
     chosen = [i for i in range(len(views)) if i not in outside]
     if not chosen:
-        return None
+        return []
     relations = {views[i].name: frames[views[i].name] for i in chosen}
     fixed = {a for i in chosen for a in views[i].attributes}
     free: list[tuple[Predicate, bool]] = []
+    # Per selection read as a row filter with free attributes: its holder, the column naming each row's
+    # class there, and per class the bounds of the projected attributes.
+    splits: list[tuple[str, str, list[tuple[Any, Any]]]] = []
     for i, view in enumerate(views):
         if view.where is None:
             continue
@@ -398,40 +453,126 @@ def _pattern_relations(
         )
         if holder is not None:
             frame = relations[holder]
-            keep = [evaluate(view.where, row) is expected for row in frame.iter_rows(named=True)]
-            relations[holder] = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+            relations[holder] = shared.remember(
+                ("filter", shared.identity(frame), i, expected), partial(_filtered, frame, view.where, expected)
+            )
         elif not read & fixed:
             free.append((view.where, expected))
         else:
-            # Some attributes fixed, the others free: a row filter when one chosen view holds the fixed ones
-            # and the free ones are read by no other selection and are not projected (each row then decides
-            # alone whether some value of its free attributes satisfies the selection).
             unfixed = read - fixed
             others = {a for j, other in enumerate(views) if j != i and other.where for a in attributes_of(other.where)}
             holder = next((views[j].name for j in chosen if read & fixed <= set(views[j].attributes)), None)
-            if holder is None or unfixed & (others | set(projected)):
+            if holder is None or unfixed & others:
                 return _NEEDS_CELLS
-            frame = relations[holder]
-            condition = [(view.where, expected)]
-            keep = [
-                _project(_Cell({a: row[a] for a in read & fixed}, condition, ()), representatives, "\0n", "\0n")
-                is not None
-                for row in frame.iter_rows(named=True)
-            ]
-            relations[holder] = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+            column = f"{_CLASS}{len(splits)}"
+            classes, bounds = _classes(
+                relations[holder], read & fixed, (view.where, expected), representatives, projected
+            )
+            relations[holder] = relations[holder].with_columns(classes.alias(column)).drop_nulls(column)
+            splits.append((holder, column, bounds))
     if any(frame.is_empty() for frame in relations.values()):
-        return None
-    if not free:
-        return _Pattern(relations, None, None)  # a free attribute no selection reads is unbounded
-    # The free attributes' selections hold for every cell of the pattern alike (they read no fixed value):
-    # enumerate the representatives of the attributes they read only.
-    read = {a for condition, _ in free for a in attributes_of(condition)}
-    wanted = [a if a in read else "\0n" for a in projected]
-    projection = _project(_Cell({}, free, ()), representatives, *wanted)
-    if projection is None:
-        return None
-    ids, values = (found if a in read else None for a, found in zip(projected, projection, strict=True))
-    return _Pattern(relations, ids, values)
+        return []
+    free_ids: set[Any] | None = None
+    free_values: set[Any] | None = None
+    if free:
+        # The free attributes' selections hold for every cell of the pattern alike (they read no fixed
+        # value): enumerate the representatives of the attributes they read only.
+        read = {a for condition, _ in free for a in attributes_of(condition)}
+        wanted = [a if a in read else "\0n" for a in projected]
+        projection = _project(_Cell({}, free, ()), representatives, *wanted)
+        if projection is None:
+            return []
+        free_ids, free_values = (found if a in read else None for a, found in zip(projected, projection, strict=True))
+    return _parts(relations, splits, free_ids, free_values)
+
+
+def _parts(
+    relations: Mapping[str, pl.DataFrame],
+    splits: Sequence[tuple[str, str, list[tuple[Any, Any]]]],
+    free_ids: set[Any] | None,
+    free_values: set[Any] | None,
+) -> list[_Pattern]:
+    """One part of a pattern per choice of a class in every split (the product of a few classes each): the
+    split views' rows of those classes, the projected attributes bounded as the classes say."""
+    parts = []
+    for choice in product(*(range(len(bounds)) for _, _, bounds in splits)):
+        part = dict(relations)
+        bounded = [free_ids, free_values]
+        for (holder, column, bounds), chosen in zip(splits, choice, strict=True):
+            part[holder] = part[holder].filter(pl.col(column) == chosen)
+            for position, bound in enumerate(bounds[chosen]):
+                if bound is not _UNREAD:
+                    bounded[position] = bound
+        part = {
+            name: frame.select(c for c in frame.columns if not c.startswith(_CLASS)) for name, frame in part.items()
+        }
+        if not any(frame.is_empty() for frame in part.values()):
+            parts.append(_Pattern(part, bounded[0], bounded[1]))
+    return parts
+
+
+def _without_classes(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` without its class columns (itself when it has none: its joins are shared by identity)."""
+    kept = [c for c in frame.columns if not c.startswith(_CLASS)]
+    return frame if len(kept) == frame.width else frame.select(kept)
+
+
+def _filtered(frame: pl.DataFrame, condition: Predicate, expected: bool) -> pl.DataFrame:
+    """The rows of ``frame`` for which ``condition`` is ``expected`` (true, or false)."""
+    keep = [evaluate(condition, row) is expected for row in frame.iter_rows(named=True)]
+    return frame.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def _classes(
+    frame: pl.DataFrame,
+    fixed: set[str],
+    condition: tuple[Predicate, bool],
+    representatives: Mapping[str, list[Representative]],
+    projected: tuple[str, str],
+) -> tuple[pl.Series, list[tuple[Any, Any]]]:
+    """Per row of ``frame``, the class of its values of the ``fixed`` attributes under ``condition`` (null
+    when no value of the others satisfies it), and per class the values the projected attributes the
+    condition reads but ``frame`` does not hold can take (None: unbounded; ``_UNREAD`` for the others)."""
+    read = set(attributes_of(condition[0]))
+    wanted = [a if a in read - fixed else "\0n" for a in projected]
+    order = sorted(fixed)
+    # The condition reads the fixed values through its atoms on them only: rows whose atoms agree are
+    # alike, and one of them stands for all (a few signatures for thousands of distinct rows).
+    atoms = [atom for atom in _atoms(condition[0]) if set(attributes_of(atom)) <= fixed]
+    known: dict[tuple[bool | None, ...], int | None] = {}
+    bounds: list[tuple[Any, Any]] = []
+    index: dict[tuple[Any, Any], int] = {}
+    classes = []
+    for values in frame.select(order).iter_rows():
+        row = dict(zip(order, values, strict=True))
+        signature = tuple(evaluate(atom, row) for atom in atoms)
+        if signature not in known:
+            projection = _project(_Cell(row, [condition], ()), representatives, *wanted)
+            if projection is None:
+                known[signature] = None
+            else:
+                first, second = (
+                    (frozenset(found) if found is not None else None) if a != "\0n" else _UNREAD
+                    for a, found in zip(wanted, projection, strict=True)
+                )
+                bound = (first, second)
+                known[signature] = index.setdefault(bound, len(index))
+                if known[signature] == len(bounds):
+                    bounds.append(bound)
+        classes.append(known[signature])
+    thawed = [tuple(set(b) if isinstance(b, frozenset) else b for b in bound) for bound in bounds]
+    return pl.Series(classes, dtype=pl.Int64), [(first, second) for first, second in thawed]
+
+
+def _atoms(predicate: Predicate) -> Iterator[Predicate]:
+    """The comparisons and memberships of ``predicate``."""
+    if isinstance(predicate, Not):
+        yield from _atoms(predicate.operand)
+    elif isinstance(predicate, (And, Or)):
+        for operand in predicate.operands:
+            yield from _atoms(operand)
+    else:
+        yield predicate
 
 
 def _row(position: int) -> str:
