@@ -19,6 +19,7 @@ import yaml
 from faker import Faker
 
 from streamdetect.bench.adult import ADULT_ROWS, adult
+from streamdetect.model.predicates import parse_predicate, to_polars
 
 HEALTH_CONDITIONS = ("HIV", "Cancer", "Phthisis", "Hepatitis", "Obesity", "Asthma", "Flu", "Indigestion")
 ATTRIBUTES = (
@@ -41,6 +42,9 @@ VIEWS = {
     "v5": ["Birthday", "Zipcode", "Health Condition"],
     "v6": ["Givenname", "CCType", "Birthday"],
 }
+#: The selection of ``bp-selection.yaml``'s v5 (the k-anonymity cell patterns' benchmark): a tuple outside it
+#: has Health Condition HIV and a Zipcode up to '5', so v5's Zipcode bounds what such a tuple can hold.
+V5_SELECTION = "\"Health Condition\" != 'HIV' OR Zipcode > '5'"
 _CENSUS = dt.date(1994, 7, 1)
 _COMPANIES = 20_000
 
@@ -80,7 +84,8 @@ def generate_bp(
 
 
 def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
-    """Write the table, its six views (Parquet) and ``bp.yaml``; return the topology's path."""
+    """Write the table, its six views (Parquet) and ``bp.yaml``, and ``bp-selection.yaml`` (v5 given
+    :data:`V5_SELECTION`, its rows in ``v5-selected.parquet``); return ``bp.yaml``'s path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_parquet(out_dir / "bp.parquet")
     for view, attributes in VIEWS.items():
@@ -108,4 +113,15 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
         "written by `streamdetect bench generate bp`.\n"
     )
     path.write_text(header + yaml.safe_dump(topology, sort_keys=False))
+    # The same release with v5 published only where V5_SELECTION holds (k-anonymity's selection method).
+    selected = table.select(VIEWS["v5"]).filter(to_polars(parse_predicate(V5_SELECTION), table.schema))
+    selected.write_parquet(out_dir / "v5-selected.parquet")
+    views = [
+        {**view, "where": V5_SELECTION, "source": "v5-selected.parquet"} if view["name"] == "v5" else view
+        for view in topology["views"]
+    ]
+    with_selection = {**topology, "name": f"{name}-selection", "views": views, "checks": {"k-anonymity": {"k": 2}}}
+    (out_dir / "bp-selection.yaml").write_text(
+        header.replace("Table 3)", "Table 3) with a selection on v5") + yaml.safe_dump(with_selection, sort_keys=False)
+    )
     return path

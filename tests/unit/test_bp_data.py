@@ -72,3 +72,7 @@ def test_generated_bp_is_consistent_and_writes_a_loadable_topology(tmp_path: Pat
     views = load_views(topology)
     assert views["v5"].columns == ["Birthday", "Zipcode", "Health Condition"]
     assert views["v1"].schema["Birthday"] == pl.Date()
+    selection = load_topology(tmp_path / "bp-selection.yaml")
+    assert [view.where is not None for view in selection.views] == [False, False, False, False, True, False]
+    selected = load_views(selection)["v5"]  # loading checks that every row satisfies the selection
+    assert 0 < selected.height < views["v5"].height

@@ -43,7 +43,7 @@ from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
-from streamdetect.relational.linked_values import SharedWork, cap_grown, in_memory, linked_values
+from streamdetect.relational.linked_values import Plan, SharedWork, cap_grown, in_memory, linked_values
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
@@ -99,6 +99,9 @@ class AssociationCoverState:
     #: Per subset of the views run for some covers alone, its answers per cover (``join_search.Answers``;
     #: not serialized), kept while the subset's views keep their rows.
     answers: dict[frozenset[str], Any] = field(default_factory=dict, compare=False, repr=False)
+    #: Elimination orders of the delta joins, per (set, changed view, size classes of the relations): a
+    #: batch replays them instead of estimating again (not serialized).
+    plans: dict[tuple[SetKey, str, tuple[int, ...]], Plan] = field(default_factory=dict, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -348,7 +351,10 @@ class AssociationCoverCheck:
                     partial(state.kept.novel, state.seen, name, (attributes, filters), new_rows, positions),
                 )
         copied = self._firsts_only(state, key, relations, reads[holder], shared) if changed == holder else None
-        found = linked_values(relations, PF, target, cap, shared)  # no pairs when a relation is empty
+        # Orders only change the work: one plan per size class (factors of 4) of every relation.
+        sizes = tuple(frame.height.bit_length() // 2 for frame in relations.values())
+        plan = state.plans.setdefault((key, changed, sizes), Plan())
+        found = linked_values(relations, PF, target, cap, shared, plan=plan)  # no pairs when a relation is empty
         if copied is not None:
             found = pl.concat([found, copied(found)], how="vertical_relaxed")
         if found.is_empty() and any(frame.is_empty() for frame in relations.values()):
