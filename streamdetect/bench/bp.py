@@ -116,10 +116,10 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
     # The same release with v5 published only where V5_SELECTION holds (k-anonymity's selection method).
     selected = table.select(VIEWS["v5"]).filter(to_polars(parse_predicate(V5_SELECTION), table.schema))
     selected.write_parquet(out_dir / "v5-selected.parquet")
-    views = [
-        {**view, "where": V5_SELECTION, "source": "v5-selected.parquet"} if view["name"] == "v5" else view
-        for view in topology["views"]
+    views: list[dict[str, object]] = [
+        {"name": view, "attributes": attributes, "source": f"{view}.parquet"} for view, attributes in VIEWS.items()
     ]
+    views[4].update(where=V5_SELECTION, source="v5-selected.parquet")
     with_selection = {**topology, "name": f"{name}-selection", "views": views, "checks": {"k-anonymity": {"k": 2}}}
     (out_dir / "bp-selection.yaml").write_text(
         header.replace("Table 3)", "Table 3) with a selection on v5") + yaml.safe_dump(with_selection, sort_keys=False)

@@ -38,6 +38,7 @@ from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.k_anonymity.held_values import HeldValues
 from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, with_positions
+from streamdetect.checks.k_anonymity.repeated_projections import firsts_only
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
@@ -47,9 +48,6 @@ from streamdetect.relational.linked_values import Plan, SharedWork, cap_grown, i
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
-#: A holder's new PFs are matched with earlier ones of the same projection when its rows repeat their
-#: projections this many times on average (below, every new PF runs).
-REPEATS = 2
 #: Marks the pairs a batch found among a set's (a name no attribute can have).
 _NEW = "\0new"
 #: (view holding the PFs, identifier attribute, sensitive attribute, target attribute)
@@ -350,7 +348,9 @@ class AssociationCoverCheck:
                     ("relation", name, "", tuple(attributes), filters),
                     partial(state.kept.novel, state.seen, name, (attributes, filters), new_rows, positions),
                 )
-        copied = self._firsts_only(state, key, relations, reads[holder], shared) if changed == holder else None
+        copied = (
+            firsts_only(self.views, state, key, relations, reads[holder], shared=shared) if changed == holder else None
+        )
         # Orders only change the work: one plan per size class (factors of 4) of every relation.
         sizes = tuple(frame.height.bit_length() // 2 for frame in relations.values())
         plan = state.plans.setdefault((key, changed, sizes), Plan())
@@ -362,57 +362,6 @@ class AssociationCoverCheck:
         added = self._merge(state, key, found, cap)
         if added.height:
             state.touched.setdefault(key, []).append(added.get_column(PF))
-
-    def _firsts_only(
-        self,
-        state: AssociationCoverState,
-        key: SetKey,
-        relations: dict[str, pl.DataFrame],
-        projection: tuple[list[str], Filters],
-        shared: SharedWork,
-    ) -> Callable[[pl.DataFrame], pl.DataFrame] | None:
-        """Leave in the holder's relation (its new PFs: the rows the batch added) only the first PF of each
-        projection; return how the others' pairs follow from the pairs found (None: every PF runs).
-
-        w(p) is the join rows whose holder row is p, so two PFs with the same projection on the attributes
-        the set reads have the same set, and new rows of the holder do not change an earlier PF's set. When
-        the holder holds the target and no other view does, the target is left out of the projection: a PF's
-        set is then its own value if it joins at all, as the first of its projection does."""
-        holder, _, _, target = key
-        attributes, filters = projection
-        own = target in attributes and sum(target in view.attributes for view in self.views) == 1
-        keys = [a for a in attributes if not (own and a == target)]
-        if not keys:
-            return None  # a holder sharing nothing the set reads: its PFs all have one set
-        # The target left out of the projection still leaves out the rows with a null there.
-        filters = (*filters, target) if own else filters
-        # Counted on the view's distinct projections: the firsts are only built for the holders that pass.
-        distinct = state.kept.relation(state.seen, holder, keys, False, filters).height
-        if distinct * REPEATS > state.seen.height(holder):
-            return None  # projections seldom repeat: matching the new PFs would cost more than it spares
-        new = relations[holder]
-        firsts = shared.remember(
-            ("firsts", holder, tuple(keys), filters), partial(state.kept.firsts, state.seen, holder, keys, filters)
-        )
-        rep = "\0rep"
-        matched = shared.remember(
-            ("matched", holder, tuple(attributes), tuple(keys), filters),
-            partial(_matched, new, firsts, keys, rep),
-        )
-        relations[holder] = matched.filter(pl.col(rep) == pl.col(PF)).drop(rep)
-        others = matched.filter(pl.col(rep) != pl.col(PF))
-
-        def copied(found: pl.DataFrame) -> pl.DataFrame:
-            if others.is_empty():
-                return found.clear()
-            current = state.sets.get(key)
-            sources = found if current is None else pl.concat([current, found], how="vertical_relaxed")
-            sources = sources.rename({PF: rep})
-            if own:
-                return others.join(sources.select(rep).unique(), on=rep, how="semi").select(PF, target)
-            return others.select(PF, rep).join(sources, on=rep).select(PF, target)
-
-        return copied
 
     def _merge(self, state: AssociationCoverState, key: SetKey, found: pl.DataFrame, cap: int) -> pl.DataFrame:
         """Take the pairs ``found`` into ``key``'s set (those it does not hold, up to the cap per PF); return
@@ -652,9 +601,3 @@ def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared
         return relation
     selector = pl.Series(open_rows)
     return shared.subset(relation, f"open {cap}", selector, partial(relation.filter, selector))
-
-
-def _matched(new: pl.DataFrame, firsts: pl.DataFrame, keys: list[str], rep: str) -> pl.DataFrame:
-    """``new`` with, per row, the first PF of its projection on ``keys`` (``rep``; the row's own PF when it
-    is the first)."""
-    return new.join(firsts.rename({PF: rep}), on=keys, how="left").with_columns(pl.col(rep).fill_null(pl.col(PF)))

@@ -1,0 +1,85 @@
+"""New PFs of a holder that repeat an earlier PF's projection take its set instead of joining again.
+
+w(p) is the join rows whose holder row is p, so two PFs with the same projection on the attributes a set
+reads have the same set, and new rows of the holder do not change an earlier PF's set: a batch joins the
+first PF of each projection only, and the others copy its pairs (:func:`firsts_only`). Worth it only where
+the holder's rows repeat their projections (on BP, v4's batches: 0.13 -> 0.04 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from streamdetect.checks.k_anonymity.kept_relations import PF, Filters
+from streamdetect.model.topology import ViewDefinition
+from streamdetect.relational.linked_values import SharedWork
+
+if TYPE_CHECKING:
+    from streamdetect.checks.k_anonymity.association_covers import AssociationCoverState, SetKey
+
+#: A holder's new PFs are matched with earlier ones of the same projection when its rows repeat their
+#: projections this many times on average (below, every new PF runs).
+REPEATS = 2
+
+
+def firsts_only(
+    views: Sequence[ViewDefinition],
+    state: AssociationCoverState,
+    key: SetKey,
+    relations: dict[str, pl.DataFrame],
+    projection: tuple[list[str], Filters],
+    *,
+    shared: SharedWork,
+) -> Callable[[pl.DataFrame], pl.DataFrame] | None:
+    """Leave in the holder's relation (its new PFs: the rows the batch added) only the first PF of each
+    projection; return how the others' pairs follow from the pairs found (None: every PF runs).
+
+    w(p) is the join rows whose holder row is p, so two PFs with the same projection on the attributes
+    the set reads have the same set, and new rows of the holder do not change an earlier PF's set. When
+    the holder holds the target and no other view does, the target is left out of the projection: a PF's
+    set is then its own value if it joins at all, as the first of its projection does."""
+    holder, _, _, target = key
+    attributes, filters = projection
+    own = target in attributes and sum(target in view.attributes for view in views) == 1
+    keys = [a for a in attributes if not (own and a == target)]
+    if not keys:
+        return None  # a holder sharing nothing the set reads: its PFs all have one set
+    # The target left out of the projection still leaves out the rows with a null there.
+    filters = (*filters, target) if own else filters
+    # Counted on the view's distinct projections: the firsts are only built for the holders that pass.
+    distinct = state.kept.relation(state.seen, holder, keys, False, filters).height
+    if distinct * REPEATS > state.seen.height(holder):
+        return None  # projections seldom repeat: matching the new PFs would cost more than it spares
+    new = relations[holder]
+    firsts = shared.remember(
+        ("firsts", holder, tuple(keys), filters), partial(state.kept.firsts, state.seen, holder, keys, filters)
+    )
+    rep = "\0rep"
+    matched = shared.remember(
+        ("matched", holder, tuple(attributes), tuple(keys), filters),
+        partial(_matched, new, firsts, keys, rep),
+    )
+    relations[holder] = matched.filter(pl.col(rep) == pl.col(PF)).drop(rep)
+    others = matched.filter(pl.col(rep) != pl.col(PF))
+
+    def copied(found: pl.DataFrame) -> pl.DataFrame:
+        if others.is_empty():
+            return found.clear()
+        current = state.sets.get(key)
+        sources = found if current is None else pl.concat([current, found], how="vertical_relaxed")
+        sources = sources.rename({PF: rep})
+        if own:
+            return others.join(sources.select(rep).unique(), on=rep, how="semi").select(PF, target)
+        return others.select(PF, rep).join(sources, on=rep).select(PF, target)
+
+    return copied
+
+
+def _matched(new: pl.DataFrame, firsts: pl.DataFrame, keys: list[str], rep: str) -> pl.DataFrame:
+    """``new`` with, per row, the first PF of its projection on ``keys`` (``rep``; the row's own PF when it
+    is the first)."""
+    return new.join(firsts.rename({PF: rep}), on=keys, how="left").with_columns(pl.col(rep).fill_null(pl.col(PF)))
