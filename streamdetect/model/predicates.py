@@ -290,7 +290,7 @@ def to_polars(  # noqa: PLR0911
     return result
 
 
-def _compare(operator: Operator, value: Scalar, target: Scalar) -> bool:
+def _compare(operator: Operator, value: Scalar | datetime.date, target: Scalar | datetime.date) -> bool:
     match operator:
         case "=":
             return value == target
@@ -306,24 +306,49 @@ def _compare(operator: Operator, value: Scalar, target: Scalar) -> bool:
             return value >= target  # type: ignore[operator]
 
 
+def _is_date(value: object) -> bool:
+    return isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
+
+
+@cache
+def _date_of(text: str) -> datetime.date | str:
+    """The date an ISO literal names; the text itself when it names none (then it equals no date)."""
+    try:
+        return date_literal(text)
+    except PredicateError:
+        return text
+
+
+@cache
+def _dates_of(values: tuple[Scalar, ...]) -> frozenset[Scalar | datetime.date]:
+    return frozenset(_date_of(v) if isinstance(v, str) else v for v in values)
+
+
 def evaluate(predicate: Predicate, row: Mapping[str, Scalar | None]) -> bool | None:  # noqa: PLR0911
     """The predicate on one row of Python values, with SQL's three-valued logic (None: unknown).
 
     Used where rows are assignments being reasoned about (the cells of Yao et al.'s Figure 5),
-    not data frames. O(size of the predicate).
+    not data frames. A date meets a literal as the date its ISO text names (as :func:`to_polars` reads
+    it). O(size of the predicate).
     """
     if isinstance(predicate, Comparison):
         value = row.get(predicate.attribute)
         if value is None:
             return None
-        if isinstance(value, str) != isinstance(predicate.value, str):
+        literal: Scalar | datetime.date = predicate.value
+        if _is_date(value) and isinstance(literal, str):
+            literal = _date_of(literal)  # a date attribute's literal is ISO text, checked when loaded
+        if isinstance(value, str) != isinstance(literal, str):
             return None
-        return _compare(predicate.operator, value, predicate.value)
+        return _compare(predicate.operator, value, literal)
     if isinstance(predicate, Membership):
         value = row.get(predicate.attribute)
         if value is None:
             return None
-        return (value in predicate.values) != predicate.negated
+        values = predicate.values
+        if _is_date(value):
+            return (value in _dates_of(values)) != predicate.negated
+        return (value in values) != predicate.negated
     if isinstance(predicate, Not):
         inner = evaluate(predicate.operand, row)
         return None if inner is None else not inner

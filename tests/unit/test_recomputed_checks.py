@@ -10,6 +10,7 @@ from streamdetect.checks.k_anonymity.methods import k_anonymity_check
 from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
 from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.io.sources import load_data
+from streamdetect.model.batch import Batch
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -69,3 +70,24 @@ def test_aggregated_cells_equal_enumerated_cells_on_the_paper_figures() -> None:
         assert runs["aggregate"] == runs["enumerate"], path.name
         compared += 1
     assert compared >= 2
+
+
+def test_a_selection_on_a_date_ties_the_only_person_born_that_day_to_the_value(tmp_path: Path) -> None:
+    """v2 releases (Born, P) for people born after 1970: Ann, the only one born on 1980-05-01, had flu. A date
+    once never equalled its ISO literal in the cell procedure, every row failed the selection both ways,
+    and the check said no disclosure."""
+    (tmp_path / "t.yaml").write_text(
+        "table:\n  attributes: {Id: str, Born: date, P: str}\n  identifiers: [Id]\n  sensitive: [P]\n"
+        "views:\n  - {name: v1, attributes: [Id, Born], source: v1.csv}\n"
+        "  - {name: v2, attributes: [Born, P], where: \"Born > '1970-01-01'\", source: v2.csv}\n"
+        "checks:\n  k-anonymity: {k: 2}\n"
+    )
+    (tmp_path / "v1.csv").write_text("Id,Born\nann,1980-05-01\nbob,1960-02-02\ncid,1960-02-02\n")
+    (tmp_path / "v2.csv").write_text("Born,P\n1980-05-01,flu\n")
+    topology = streamdetect.load_topology(tmp_path / "t.yaml")
+    views, _ = load_data(topology, with_table=False)
+    check = KAnonymity.from_topology(topology)
+    state = check.initialize()
+    check.update(state, Batch(views=views))
+    found = [(f.identifier_value, f.sensitive_values, f.views) for f in check.result(state)]
+    assert found == [("ann", ("flu",), ("v1", "v2"))]

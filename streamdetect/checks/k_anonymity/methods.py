@@ -213,7 +213,8 @@ def choose_method(topology: Topology, k: int | None = None) -> Method:
             matching = KeyMatchingCoverCheck(case[0], case[1], pairs[0][0], pairs[0][1], threshold)
             return RecomputedMethod(RecomputedCheck(matching.run, names), topology, threshold)
     if selections and not effective:
-        cells = SelectionCoverCheck(topology.views, schema.identifiers, schema.sensitive, threshold)
+        dates = frozenset(a for a, kind in schema.types.items() if kind == "date")
+        cells = SelectionCoverCheck(topology.views, schema.identifiers, schema.sensitive, threshold, dates=dates)
         return RecomputedMethod(RecomputedCheck(cells.run, names), topology, threshold)
     if not effective:
         return JoinMethod(AssociationCoverCheck.from_topology(topology, k=threshold), topology, threshold)

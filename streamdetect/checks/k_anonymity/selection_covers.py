@@ -27,6 +27,7 @@ elsewhere. Recomputed per batch (not maintained incrementally).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +39,7 @@ import polars as pl
 from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.k_anonymity.association_covers import minimal_covers
 from streamdetect.errors import UnsupportedCase
-from streamdetect.model.predicates import And, Not, Or, Predicate, attributes_of, evaluate, literals_of
+from streamdetect.model.predicates import And, Not, Or, Predicate, attributes_of, date_literal, evaluate, literals_of
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
@@ -56,7 +57,18 @@ def representatives(known: set[Any], cap: int) -> list[Representative]:
     return _representatives(known, cap)
 
 
+def _literals(condition: Predicate, dates: set[str]) -> Iterator[tuple[str, Any]]:
+    """The literals of ``condition``, those of the ``dates`` attributes as dates (ISO text, checked when the
+    topology was loaded): a date attribute's representatives are then dates, in order."""
+    for attribute, value in literals_of(condition):
+        yield attribute, date_literal(value) if attribute in dates and isinstance(value, str) else value
+
+
 def _representatives(known: set[Any], cap: int) -> list[Representative]:
+    if known and all(isinstance(v, dt.date) and not isinstance(v, dt.datetime) for v in known):
+        # Dates are days in order: the integers' regions, by day number.
+        days = {v.toordinal() for v in known}
+        return [Representative(dt.date.fromordinal(r.value), r.unbounded) for r in _representatives(days, cap)]
     numbers = [v for v in known if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if known and len(numbers) == len(known):
         ordered = sorted(set(numbers))
@@ -97,6 +109,8 @@ class SelectionCoverCheck:
     #: "auto": aggregate the cells per pattern by joins when every selection allows it, else enumerate them;
     #: "enumerate": always enumerate (Figure 5 as printed); "aggregate": refuse selections that need cells.
     method: str = "auto"
+    #: Attributes declared dates (a date no view holds is known by the selections' ISO literals alone).
+    dates: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.method not in {"auto", "enumerate", "aggregate"}:
@@ -111,8 +125,12 @@ class SelectionCoverCheck:
         for view in self.views:
             for position, attribute in enumerate(view.attributes):
                 known.setdefault(attribute, set()).update(row[position] for row in rows[view.name])
+        dates = set(self.dates) | {
+            a for view in self.views for a, dtype in frames[view.name].schema.items() if dtype == pl.Date()
+        }
+        for view in self.views:
             if view.where is not None:
-                for attribute, value in literals_of(view.where):
+                for attribute, value in _literals(view.where, dates):
                     known.setdefault(attribute, set()).add(value)
         representatives = {a: _representatives(values, self.k) for a, values in known.items()}
         # The pairs' runs share their work: the same numbered rows, filtered alike, join alike.
@@ -382,8 +400,9 @@ def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: 
     """Whether some tuple with the ``fixed`` values satisfies every condition (quantifier elimination
     by representative values, as for the cells)."""
     known: dict[str, set[Any]] = {a: {v} for a, v in fixed.items()}
+    dates = {a for a, v in fixed.items() if isinstance(v, dt.date)}
     for condition in conditions:
-        for attribute, value in literals_of(condition):
+        for attribute, value in _literals(condition, dates):
             known.setdefault(attribute, set()).add(value)
     representatives = {a: _representatives(values, cap) for a, values in known.items()}
     cell = _Cell(dict(fixed), [(condition, True) for condition in conditions], ())
