@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise, product
 from typing import Any
@@ -39,7 +39,17 @@ import polars as pl
 from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.k_anonymity.association_covers import minimal_covers
 from streamdetect.errors import UnsupportedCase
-from streamdetect.model.predicates import And, Not, Or, Predicate, attributes_of, date_literal, evaluate, literals_of
+from streamdetect.model.predicates import (
+    And,
+    Not,
+    Or,
+    Predicate,
+    attributes_of,
+    date_literal,
+    evaluate,
+    literals_of,
+    to_polars,
+)
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
@@ -85,6 +95,27 @@ def _representatives(known: set[Any], cap: int) -> list[Representative]:
     return [Representative(v) for v in sorted(known, key=str)] + [Representative("\0any other value", True)]
 
 
+class _Representatives(Mapping[str, list[Representative]]):
+    """Per attribute, the representatives of its values, made when first asked for: a cell asks only for
+    the attributes it leaves free (an identifier of 45,000 values held by a view is never one)."""
+
+    def __init__(self, known: Mapping[str, set[Any]], cap: int) -> None:
+        self._known, self._cap = known, cap
+        self._made: dict[str, list[Representative]] = {}
+
+    def __getitem__(self, attribute: str) -> list[Representative]:
+        made = self._made.get(attribute)
+        if made is None:
+            made = self._made[attribute] = _representatives(self._known[attribute], self._cap)
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
 _FREE = object()  # an attribute a cell leaves free
 #: Enumerated cells beyond which the cell procedure refuses (each holds its values and constraints: a few
 #: hundred bytes, so about a gigabyte at the limit).
@@ -120,11 +151,10 @@ class SelectionCoverCheck:
         self, frames: Mapping[str, pl.DataFrame], table: pl.DataFrame | None = None
     ) -> list[AssociationCoverFinding]:
         """Every minimal cover below k, for every (ID, P) pair held by the views (``table`` unused)."""
-        rows = {view.name: frames[view.name].select(view.attributes).unique().rows() for view in self.views}
         known: dict[str, set[Any]] = {}
         for view in self.views:
-            for position, attribute in enumerate(view.attributes):
-                known.setdefault(attribute, set()).update(row[position] for row in rows[view.name])
+            for attribute in view.attributes:
+                known.setdefault(attribute, set()).update(frames[view.name].get_column(attribute).unique().to_list())
         dates = set(self.dates) | {
             a for view in self.views for a, dtype in frames[view.name].schema.items() if dtype == pl.Date()
         }
@@ -132,7 +162,7 @@ class SelectionCoverCheck:
             if view.where is not None:
                 for attribute, value in _literals(view.where, dates):
                     known.setdefault(attribute, set()).add(value)
-        representatives = {a: _representatives(values, self.k) for a, values in known.items()}
+        representatives = _Representatives(known, self.k)
         # The pairs' runs share their work: the same numbered rows, filtered alike, join alike.
         shared = SharedWork()
         numbered_rows: dict[str, pl.DataFrame] = {}
@@ -159,15 +189,20 @@ class SelectionCoverCheck:
             for sensitive in self.sensitive:
                 if identifier not in known or sensitive not in known:
                     continue
-                sets = None
+                covers = None
                 if self.method != "enumerate":
-                    sets = self._aggregated(numbered(), representatives, identifier, sensitive, shared)
-                if sets is None:
+                    given = self._aggregated(numbered(), representatives, identifier, sensitive, shared)
+                    covers = given.covers(self.k, self.views) if given is not None else None
+                if covers is None:
                     if self.method == "aggregate":
                         raise ValueError("the selections need the enumerated cells (method 'enumerate' or 'auto')")
-                    cells = list(self._cells(rows)) if cells is None else cells
-                    sets = self._enumerated(cells, representatives, identifier, sensitive)
-                findings.extend(self._covers(*sets, identifier, sensitive))
+                    if cells is None:
+                        rows = {
+                            view.name: frames[view.name].select(view.attributes).unique().rows() for view in self.views
+                        }
+                        cells = list(self._cells(rows))
+                    covers = self._covers(*self._enumerated(cells, representatives, identifier, sensitive))
+                findings.extend(self._findings(covers, identifier, sensitive))
         return findings
 
     def _aggregated(
@@ -177,7 +212,7 @@ class SelectionCoverCheck:
         identifier: str,
         sensitive: str,
         shared: SharedWork,
-    ) -> tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]] | None:
+    ) -> _Given | None:
         """Per PF, its identifier and sensitive values over its cells, without enumerating the cells; None
         when a selection needs them (:func:`_pattern_relations`).
 
@@ -188,8 +223,7 @@ class SelectionCoverCheck:
         an attribute no chosen view holds is free, so unbounded. O(2^s) joins for s selected views, each
         about linear in the rows instead of the product of the views.
         """
-        ids: dict[tuple[int, int], set[Any]] = {}
-        values: dict[tuple[int, int], set[Any]] = {}
+        given = _Given()
         selected = [i for i, view in enumerate(self.views) if view.where is not None]
         for outside in product([False, True], repeat=len(selected)):
             out = {i for i, o in zip(selected, outside, strict=True) if o}
@@ -200,8 +234,8 @@ class SelectionCoverCheck:
                 return None
             assert isinstance(patterns, list)
             for pattern in patterns:  # none when no tuple falls in this pattern
-                self._pattern_sets(pattern, out, (identifier, sensitive), shared, (ids, values))
-        return ids, values
+                self._pattern_sets(pattern, out, (identifier, sensitive), shared, given)
+        return given
 
     def _pattern_sets(
         self,
@@ -209,11 +243,10 @@ class SelectionCoverCheck:
         out: set[int],
         pair: tuple[str, str],
         shared: SharedWork,
-        sets: tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]],
+        given: _Given,
     ) -> None:
-        """Add, per PF with a cell in ``pattern``, its identifier and sensitive values there to ``sets``."""
+        """Add, per PF with a cell in ``pattern``, its identifier and sensitive values there to ``given``."""
         identifier, sensitive = pair
-        ids, values = sets
         relations = pattern.relations
         held = {a for frame in relations.values() for a in frame.columns}
         # Only the PF's own view keeps its row numbers (the others' would be joined on); the others are the
@@ -237,19 +270,20 @@ class SelectionCoverCheck:
             reached = next(iter(linked.values()), None)
             if reached is None:
                 reached = linked_values(named, source, view.attributes[0], 1, shared)
-            present = reached.get_column(source).unique().to_list()
-            for attribute, target, free in (
-                (identifier, ids, pattern.free_ids),
-                (sensitive, values, pattern.free_values),
+            at = pl.lit(position, dtype=pl.Int32).alias(_POS)
+            present = reached.select(at, pl.col(source).alias(_NUM)).unique()
+            for attribute, part, free in (
+                (identifier, given.ids, pattern.free_ids),
+                (sensitive, given.values, pattern.free_values),
             ):
-                for number in present:
-                    target.setdefault((position, number), set())
-                if attribute not in linked:
-                    for number in present:  # free: the selections' representatives, or unbounded
-                        target[(position, number)].update({_MANY} if free is None else free)
-                    continue
-                for number, value in linked[attribute].iter_rows():
-                    target[(position, number)].add(value)
+                if attribute in linked:
+                    part.append(
+                        linked[attribute].select(at, pl.col(source).alias(_NUM), pl.col(attribute).alias(_VALUE))
+                    )
+                elif free is None:  # free and unbounded
+                    (given.ids_unbounded if part is given.ids else given.values_unbounded).append(present)
+                else:  # free: the selections' representatives
+                    part.append(present.join(pl.DataFrame({_VALUE: list(free)}), how="cross"))
 
     def _cells(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> Iterator[_Cell]:
         """The cells: one choice per view (a row, or 0 for a tuple outside its selection), consistent.
@@ -330,19 +364,21 @@ class SelectionCoverCheck:
         return ids, values
 
     def _covers(
-        self,
-        ids: Mapping[tuple[int, int], set[Any]],
-        values: Mapping[tuple[int, int], set[Any]],
-        identifier: str,
-        sensitive: str,
-    ) -> list[AssociationCoverFinding]:
-        """The minimal covers below k from the PFs' identifier and sensitive values."""
+        self, ids: Mapping[tuple[int, int], set[Any]], values: Mapping[tuple[int, int], set[Any]]
+    ) -> dict[tuple[Any, frozenset[Any]], set[str]]:
+        """The covers below k the PFs give from their identifier and sensitive values, with their views."""
         many = _MANY
         covers: dict[tuple[Any, frozenset[Any]], set[str]] = {}
         for key, found in ids.items():
             linked = values.get(key, set())
             if len(found) == 1 and many not in found and many not in linked and len(linked) < self.k:
                 covers.setdefault((next(iter(found)), frozenset(linked)), set()).add(self.views[key[0]].name)
+        return covers
+
+    def _findings(
+        self, covers: Mapping[tuple[Any, frozenset[Any]], set[str]], identifier: str, sensitive: str
+    ) -> list[AssociationCoverFinding]:
+        """The minimal covers among ``covers``, as findings."""
         findings = []
         for value, cover, names in minimal_covers(covers):
             findings.append(
@@ -373,6 +409,13 @@ def _project(
     mentioned = {a for predicate, _ in cell.constraints for a in attributes_of(predicate)}
     free = sorted((mentioned | {identifier, sensitive}) - set(cell.fixed))
     options = [representatives.get(a, [Representative("\0any other value", True)]) for a in free]
+    # An attribute not projected only has to let the constraints hold: one representative per way its
+    # comparisons come out is enough (BP's Zipcode: two for `Zipcode > '5'`, not its 36,000 values).
+    atoms = [atom for predicate, _ in cell.constraints for atom in _atoms(predicate)]
+    options = [
+        option if a in {identifier, sensitive} else _distinct_behaviours(a, option, atoms)
+        for a, option in zip(free, options, strict=True)
+    ]
     ids: set[Any] | None = set()
     values: set[Any] | None = set()
     satisfiable = False
@@ -394,6 +437,30 @@ def _project(
             elif target == "values" and values is not None:
                 values.add(assignment[attribute])
     return (ids, values) if satisfiable else None
+
+
+#: Per (representatives list, attribute, atoms): the list kept alive with the representatives that behave
+#: differently under the atoms (the list's identity is the key: it is held here so that it is not reused).
+_BEHAVIOURS: dict[tuple[int, str, tuple[Predicate, ...]], tuple[object, list[Representative]]] = {}
+
+
+def _distinct_behaviours(
+    attribute: str, options: list[Representative], atoms: Sequence[Predicate]
+) -> list[Representative]:
+    """One of ``options`` per way the ``atoms`` on ``attribute`` come out (the first), for an attribute
+    whose value is not wanted: the constraints hold for one as for any other of the same way."""
+    own = tuple(atom for atom in atoms if set(attributes_of(atom)) == {attribute})
+    key = (id(options), attribute, own)
+    kept = _BEHAVIOURS.get(key)
+    if kept is not None:
+        return kept[1]
+    ways: dict[tuple[bool | None, ...], Representative] = {}
+    for option in options:
+        ways.setdefault(tuple(evaluate(atom, {attribute: option.value}) for atom in own), option)
+    if len(_BEHAVIOURS) >= 1024:
+        _BEHAVIOURS.clear()
+    _BEHAVIOURS[key] = (options, list(ways.values()))
+    return _BEHAVIOURS[key][1]
 
 
 def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: int = 2) -> bool:
@@ -421,6 +488,51 @@ class _Pattern:
     relations: dict[str, pl.DataFrame]
     free_ids: set[Any] | None
     free_values: set[Any] | None
+
+
+_POS, _NUM, _VALUE, _COUNT = "\0position", "\0number", "\0value", "\0count"
+
+
+@dataclass
+class _Given:
+    """What the patterns give each PF (its view's position and its number there): frames of its identifier
+    values and of its sensitive values, and of the PFs whose values are unbounded in some pattern."""
+
+    ids: list[pl.DataFrame] = field(default_factory=list)
+    values: list[pl.DataFrame] = field(default_factory=list)
+    ids_unbounded: list[pl.DataFrame] = field(default_factory=list)
+    values_unbounded: list[pl.DataFrame] = field(default_factory=list)
+
+    def covers(self, k: int, views: Sequence[ViewDefinition]) -> dict[tuple[Any, frozenset[Any]], set[str]]:
+        """The covers below k the PFs give (one identifier value, fewer than k sensitive ones, neither
+        unbounded), with the views giving each: grouped in polars, the unions of the patterns' sets."""
+        if not self.ids:
+            return {}
+        key = [_POS, _NUM]
+        ids = (
+            pl.concat(self.ids, how="vertical_relaxed")
+            .unique()
+            .group_by(key)
+            .agg(pl.len().alias(_COUNT), pl.col(_VALUE).first())
+            .filter(pl.col(_COUNT) == 1)
+        )
+        for unbounded in (self.ids_unbounded, self.values_unbounded):
+            if unbounded:
+                ids = ids.join(pl.concat(unbounded).unique(), on=key, how="anti")
+        if self.values:
+            values = (
+                pl.concat(self.values, how="vertical_relaxed")
+                .unique()
+                .group_by(key)
+                .agg(pl.col(_VALUE).alias("\0values"))
+            )
+            ids = ids.join(values, on=key, how="left").filter(pl.col("\0values").list.len().fill_null(0) < k)
+        else:
+            ids = ids.with_columns(pl.lit(None).alias("\0values"))
+        covers: dict[tuple[Any, frozenset[Any]], set[str]] = {}
+        for position, value, linked in ids.select(_POS, _VALUE, "\0values").iter_rows():
+            covers.setdefault((value, frozenset(linked or ())), set()).add(views[position].name)
+        return covers
 
 
 _NEEDS_CELLS = object()  # a pattern whose selections the joins cannot express
@@ -537,9 +649,9 @@ def _without_classes(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _filtered(frame: pl.DataFrame, condition: Predicate, expected: bool) -> pl.DataFrame:
-    """The rows of ``frame`` for which ``condition`` is ``expected`` (true, or false)."""
-    keep = [evaluate(condition, row) is expected for row in frame.iter_rows(named=True)]
-    return frame.filter(pl.Series(keep, dtype=pl.Boolean))
+    """The rows of ``frame`` for which ``condition`` is ``expected`` (true, or false; unknown neither)."""
+    holds = to_polars(condition, frame.schema)
+    return frame.filter(holds if expected else ~holds)
 
 
 def _classes(
@@ -558,29 +670,32 @@ def _classes(
     # The condition reads the fixed values through its atoms on them only: rows whose atoms agree are
     # alike, and one of them stands for all (a few signatures for thousands of distinct rows).
     atoms = [atom for atom in _atoms(condition[0]) if set(attributes_of(atom)) <= fixed]
-    known: dict[tuple[bool | None, ...], int | None] = {}
+    signs = [f"\0atom{i}" for i in range(len(atoms))] or ["\0none"]
+    signed = frame.select(order).with_columns(
+        *(to_polars(atom, frame.schema).alias(sign) for atom, sign in zip(atoms, signs, strict=False)),
+        *([pl.lit(True).alias(signs[0])] if not atoms else []),
+    )
     bounds: list[tuple[Any, Any]] = []
     index: dict[tuple[Any, Any], int] = {}
-    classes = []
-    for values in frame.select(order).iter_rows():
-        row = dict(zip(order, values, strict=True))
-        signature = tuple(evaluate(atom, row) for atom in atoms)
-        if signature not in known:
-            projection = _project(_Cell(row, [condition], ()), representatives, *wanted)
-            if projection is None:
-                known[signature] = None
-            else:
-                first, second = (
-                    (frozenset(found) if found is not None else None) if a != "\0n" else _UNREAD
-                    for a, found in zip(wanted, projection, strict=True)
-                )
-                bound = (first, second)
-                known[signature] = index.setdefault(bound, len(index))
-                if known[signature] == len(bounds):
-                    bounds.append(bound)
-        classes.append(known[signature])
+    class_of: list[int | None] = []
+    alike = signed.unique(subset=signs, keep="first", maintain_order=True)
+    for values in alike.select(order).iter_rows():
+        projection = _project(_Cell(dict(zip(order, values, strict=True)), [condition], ()), representatives, *wanted)
+        if projection is None:
+            class_of.append(None)
+            continue
+        first, second = (
+            (frozenset(found) if found is not None else None) if a != "\0n" else _UNREAD
+            for a, found in zip(wanted, projection, strict=True)
+        )
+        bound = (first, second)
+        class_of.append(index.setdefault(bound, len(index)))
+        if class_of[-1] == len(bounds):
+            bounds.append(bound)
+    classes = alike.select(signs).with_columns(pl.Series("\0class", class_of, dtype=pl.Int64))
+    joined = signed.select(signs).join(classes, on=signs, how="left", nulls_equal=True, maintain_order="left")
     thawed = [tuple(set(b) if isinstance(b, frozenset) else b for b in bound) for bound in bounds]
-    return pl.Series(classes, dtype=pl.Int64), [(first, second) for first, second in thawed]
+    return joined.get_column("\0class"), [(first, second) for first, second in thawed]
 
 
 def _atoms(predicate: Predicate) -> Iterator[Predicate]:
