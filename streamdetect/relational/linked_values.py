@@ -12,7 +12,10 @@ next attribute being the one whose relations join smallest (estimated from disti
 joining; the estimate only orders the work, never changes the result). A relation that is the only
 one holding T is capped at k T values per value of its other attributes: a later join with a
 relation without T only selects which of its rows take part, so the union of their T sets, capped,
-still answers "fewer than k" exactly. On an acyclic channel this is the leaf-to-root pass of
+still answers "fewer than k" exactly. When a step joins two or more relations holding T with larger ones that do not, the holders are joined
+first and capped per the columns they share with the rest (the rest only selects rows): a wide fan-out is
+never built whole before the cap (BP with a selection on v5: 4.3 GB to 0.9 GB). On an acyclic channel
+this is the leaf-to-root pass of
 Yannakakis' algorithm; on a cyclic one (BP's v1, v3, v4, v5) the capped T sets travel through the
 cycle instead of a large bag being built (design notes: "materialise only the smallest bags").
 
@@ -489,9 +492,28 @@ def _cap_holder(frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame:
     return in_memory(_head_per_key(frame.lazy(), [c for c in frame.columns if c != target], k))
 
 
+def _holders_capped_first(inputs: list[pl.DataFrame], keep: list[str], target: str, k: int) -> list[pl.DataFrame]:
+    """``inputs`` with those holding ``target`` (two or more) replaced by their join capped at k target values
+    per value of the columns it shares with the others or keeps, when the others are the larger side: they only select
+    which of its rows take part, so the capped join answers "fewer than k" exactly (as a sole holder's cap
+    does), and a wide fan-out (a view's 45,000 rows meeting a few hundred values per Gender and CCType) is
+    never built whole before the cap. Unchanged when the others are smaller (a delta: joined first, it
+    keeps the work small)."""
+    holders = [frame for frame in inputs if target in frame.columns]
+    rest = [frame for frame in inputs if target not in frame.columns]
+    if len(holders) < 2 or not rest or min(frame.height for frame in rest) < max(frame.height for frame in holders):
+        return inputs  # one holder is capped already (as an input, or as a factor a capped step made)
+    others = {column for frame in rest for column in frame.columns} | set(keep)
+    joined = _join_all(holders)
+    key = [column for column in joined.columns if column != target and column in others]
+    return [*rest, cap_per_key(joined.select(*key, target), key, k)]
+
+
 def _eliminate_frames(inputs: list[pl.DataFrame], keep: list[str], target: str, k: int | None) -> pl.DataFrame:
     """The join of ``inputs`` projected on ``keep``, distinct, with at most ``k`` values of ``target`` per
     key when ``k`` is given, in polars."""
+    if k is not None:
+        inputs = _holders_capped_first(inputs, keep, target, k)
     if _one_query(inputs):
         # One query for the joins, the projection, the dedup and the cap: each eager call is a
         # query of its own, with its fixed cost (measured paired: 0.85-0.90x of the four calls).
