@@ -12,11 +12,11 @@ next attribute being the one whose relations join smallest (estimated from disti
 joining; the estimate only orders the work, never changes the result). A relation that is the only
 one holding T is capped at k T values per value of its other attributes: a later join with a
 relation without T only selects which of its rows take part, so the union of their T sets, capped,
-still answers "fewer than k" exactly. When a step joins two or more relations holding T with larger ones that do not, the holders are joined
-first and capped per the columns they share with the rest (the rest only selects rows): a wide fan-out is
-never built whole before the cap (BP with a selection on v5: 4.3 GB to 0.9 GB). On an acyclic channel
-this is the leaf-to-root pass of
-Yannakakis' algorithm; on a cyclic one (BP's v1, v3, v4, v5) the capped T sets travel through the
+still answers "fewer than k" exactly. When a step joins two or more relations holding T with larger
+ones that do not, the holders are joined first and capped per the columns they share with the rest
+(the rest only selects rows): a wide fan-out is never built whole before the cap (BP with a selection
+on v5: 4.3 GB to 0.9 GB). On an acyclic channel this is the leaf-to-root pass of Yannakakis'
+algorithm; on a cyclic one (BP's v1, v3, v4, v5) the capped T sets travel through the
 cycle instead of a large bag being built (design notes: "materialise only the smallest bags").
 
 Cost: the sum of the sizes of the joins performed, each of an attribute's relations; with capped T
