@@ -102,6 +102,7 @@ class _Representatives(Mapping[str, list[Representative]]):
     def __init__(self, known: Mapping[str, set[Any]], cap: int) -> None:
         self._known, self._cap = known, cap
         self._made: dict[str, list[Representative]] = {}
+        self._behaviours: dict[tuple[str, tuple[Predicate, ...]], list[Representative]] = {}
 
     def __getitem__(self, attribute: str) -> list[Representative]:
         made = self._made.get(attribute)
@@ -115,7 +116,21 @@ class _Representatives(Mapping[str, list[Representative]]):
     def __len__(self) -> int:
         return len(self._known)
 
+    def behaving_apart(self, attribute: str, atoms: Sequence[Predicate]) -> list[Representative]:
+        """One representative of ``attribute`` per way the ``atoms`` on it come out (the first), for an
+        attribute whose value is not wanted: the constraints hold for one as for any other of the same way."""
+        own = tuple(atom for atom in atoms if set(attributes_of(atom)) == {attribute})
+        found = self._behaviours.get((attribute, own))
+        if found is None:
+            ways: dict[tuple[bool | None, ...], Representative] = {}
+            for option in self.get(attribute, _ANY_OTHER):
+                ways.setdefault(tuple(evaluate(atom, {attribute: option.value}) for atom in own), option)
+            found = self._behaviours[(attribute, own)] = list(ways.values())
+        return found
 
+
+#: An attribute no value of which is known: one value standing for all.
+_ANY_OTHER = [Representative("\0any other value", True)]
 _FREE = object()  # an attribute a cell leaves free
 #: Enumerated cells beyond which the cell procedure refuses (each holds its values and constraints: a few
 #: hundred bytes, so about a gigabyte at the limit).
@@ -208,7 +223,7 @@ class SelectionCoverCheck:
     def _aggregated(
         self,
         numbered: Mapping[str, pl.DataFrame],
-        representatives: Mapping[str, list[Representative]],
+        representatives: _Representatives,
         identifier: str,
         sensitive: str,
         shared: SharedWork,
@@ -331,7 +346,7 @@ class SelectionCoverCheck:
     def _enumerated(
         self,
         cells: Sequence[_Cell],
-        representatives: Mapping[str, list[Representative]],
+        representatives: _Representatives,
         identifier: str,
         sensitive: str,
     ) -> tuple[dict[tuple[int, int], set[Any]], dict[tuple[int, int], set[Any]]]:
@@ -403,18 +418,17 @@ def _consistent(cell: _Cell) -> bool:
 
 
 def _project(
-    cell: _Cell, representatives: Mapping[str, list[Representative]], identifier: str, sensitive: str
+    cell: _Cell, representatives: _Representatives, identifier: str, sensitive: str
 ) -> tuple[set[Any] | None, set[Any] | None] | None:
     """The cell's identifier and sensitive values (None: unbounded), or None when the cell is empty."""
     mentioned = {a for predicate, _ in cell.constraints for a in attributes_of(predicate)}
     free = sorted((mentioned | {identifier, sensitive}) - set(cell.fixed))
-    options = [representatives.get(a, [Representative("\0any other value", True)]) for a in free]
     # An attribute not projected only has to let the constraints hold: one representative per way its
     # comparisons come out is enough (BP's Zipcode: two for `Zipcode > '5'`, not its 36,000 values).
     atoms = [atom for predicate, _ in cell.constraints for atom in _atoms(predicate)]
     options = [
-        option if a in {identifier, sensitive} else _distinct_behaviours(a, option, atoms)
-        for a, option in zip(free, options, strict=True)
+        representatives.get(a, _ANY_OTHER) if a in {identifier, sensitive} else representatives.behaving_apart(a, atoms)
+        for a in free
     ]
     ids: set[Any] | None = set()
     values: set[Any] | None = set()
@@ -439,30 +453,6 @@ def _project(
     return (ids, values) if satisfiable else None
 
 
-#: Per (representatives list, attribute, atoms): the list kept alive with the representatives that behave
-#: differently under the atoms (the list's identity is the key: it is held here so that it is not reused).
-_BEHAVIOURS: dict[tuple[int, str, tuple[Predicate, ...]], tuple[object, list[Representative]]] = {}
-
-
-def _distinct_behaviours(
-    attribute: str, options: list[Representative], atoms: Sequence[Predicate]
-) -> list[Representative]:
-    """One of ``options`` per way the ``atoms`` on ``attribute`` come out (the first), for an attribute
-    whose value is not wanted: the constraints hold for one as for any other of the same way."""
-    own = tuple(atom for atom in atoms if set(attributes_of(atom)) == {attribute})
-    key = (id(options), attribute, own)
-    kept = _BEHAVIOURS.get(key)
-    if kept is not None:
-        return kept[1]
-    ways: dict[tuple[bool | None, ...], Representative] = {}
-    for option in options:
-        ways.setdefault(tuple(evaluate(atom, {attribute: option.value}) for atom in own), option)
-    if len(_BEHAVIOURS) >= 1024:
-        _BEHAVIOURS.clear()
-    _BEHAVIOURS[key] = (options, list(ways.values()))
-    return _BEHAVIOURS[key][1]
-
-
 def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: int = 2) -> bool:
     """Whether some tuple with the ``fixed`` values satisfies every condition (quantifier elimination
     by representative values, as for the cells)."""
@@ -471,7 +461,7 @@ def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: 
     for condition in conditions:
         for attribute, value in _literals(condition, dates):
             known.setdefault(attribute, set()).add(value)
-    representatives = {a: _representatives(values, cap) for a, values in known.items()}
+    representatives = _Representatives(known, cap)
     cell = _Cell(dict(fixed), [(condition, True) for condition in conditions], ())
     # No projection is wanted: a placeholder attribute stands for both.
     return _project(cell, representatives, "\0none", "\0none") is not None
@@ -545,7 +535,7 @@ def _pattern_relations(
     views: Sequence[ViewDefinition],
     frames: Mapping[str, pl.DataFrame],
     outside: set[int],
-    representatives: Mapping[str, list[Representative]],
+    representatives: _Representatives,
     projected: tuple[str, str],
     *,
     shared: SharedWork,
@@ -658,7 +648,7 @@ def _classes(
     frame: pl.DataFrame,
     fixed: set[str],
     condition: tuple[Predicate, bool],
-    representatives: Mapping[str, list[Representative]],
+    representatives: _Representatives,
     projected: tuple[str, str],
 ) -> tuple[pl.Series, list[tuple[Any, Any]]]:
     """Per row of ``frame``, the class of its values of the ``fixed`` attributes under ``condition`` (null
