@@ -21,8 +21,9 @@ representatives of its free attributes. By default (``method="auto"``) the cells
 aggregated per pattern of selected views a tuple falls outside of: the cells of a pattern are the join
 of the chosen views' rows with the selections as row filters, and a PF's values over its cells are
 capped linked values through that join (O(2^s) joins for s selected views; docs/design.md gives the
-reading). Cells are enumerated only where a selection mixes fixed and free attributes that matter
-elsewhere. Recomputed per batch (not maintained incrementally).
+reading). Cells are enumerated only where two selections read an attribute no chosen view holds, or no
+one chosen view holds the other attributes a selection reads. Recomputed per batch (not maintained
+incrementally).
 """
 
 from __future__ import annotations
@@ -178,26 +179,17 @@ class SelectionCoverCheck:
                 for attribute, value in _literals(view.where, dates):
                     known.setdefault(attribute, set()).add(value)
         representatives = _Representatives(known, self.k)
-        # The pairs' runs share their work: the same numbered rows, filtered alike, join alike.
+        # The pairs' runs share their work: the same numbered rows, filtered alike, join alike. A PF is a
+        # distinct row of its view: numbered once, so that every pattern names it alike.
         shared = SharedWork()
-        numbered_rows: dict[str, pl.DataFrame] = {}
-
-        def numbered() -> dict[str, pl.DataFrame]:
-            if not numbered_rows:
-                # A PF is a distinct row of its view: numbered once, so that every pattern names it alike.
-                numbered_rows.update(
-                    (
-                        view.name,
-                        frames[view.name]
-                        .select(view.attributes)
-                        .drop_nulls()
-                        .unique()
-                        .with_row_index(_row(position), offset=1),
-                    )
-                    for position, view in enumerate(self.views)
-                )
-            return numbered_rows
-
+        numbered = {
+            view.name: frames[view.name]
+            .select(view.attributes)
+            .drop_nulls()
+            .unique()
+            .with_row_index(_row(position), offset=1)
+            for position, view in enumerate(self.views)
+        }
         cells: list[_Cell] | None = None
         findings: list[AssociationCoverFinding] = []
         for identifier in self.identifiers:
@@ -206,7 +198,7 @@ class SelectionCoverCheck:
                     continue
                 covers = None
                 if self.method != "enumerate":
-                    given = self._aggregated(numbered(), representatives, identifier, sensitive, shared)
+                    given = self._aggregated(numbered, representatives, identifier, sensitive, shared)
                     covers = given.covers(self.k, self.views) if given is not None else None
                 if covers is None:
                     if self.method == "aggregate":
