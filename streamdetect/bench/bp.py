@@ -90,6 +90,9 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
     table.write_parquet(out_dir / "bp.parquet")
     for view, attributes in VIEWS.items():
         table.select(attributes).write_parquet(out_dir / f"{view}.parquet")
+    released: list[dict[str, object]] = [
+        {"name": view, "attributes": attributes, "source": f"{view}.parquet"} for view, attributes in VIEWS.items()
+    ]
     topology = {
         "name": name,
         "table": {
@@ -100,9 +103,7 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
             "quasi_identifiers": ["Birthday", "Gender", "Zipcode"],
             "source": "bp.parquet",
         },
-        "views": [
-            {"name": view, "attributes": attributes, "source": f"{view}.parquet"} for view, attributes in VIEWS.items()
-        ],
+        "views": released,
         "checks": {"linkage": {"k": 2}},
         # For `anonymize` and `bench anonymize`: dates and ZIP codes masked from the right.
         "generalization": {"Birthday": "mask", "Zipcode": "mask"},
@@ -116,10 +117,8 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
     # The same release with v5 published only where V5_SELECTION holds (k-anonymity's selection method).
     selected = table.select(VIEWS["v5"]).filter(to_polars(parse_predicate(V5_SELECTION), table.schema))
     selected.write_parquet(out_dir / "v5-selected.parquet")
-    views: list[dict[str, object]] = [
-        {"name": view, "attributes": attributes, "source": f"{view}.parquet"} for view, attributes in VIEWS.items()
-    ]
-    views[4].update(where=V5_SELECTION, source="v5-selected.parquet")
+    views = [dict(view) for view in released]
+    views[list(VIEWS).index("v5")].update(where=V5_SELECTION, source="v5-selected.parquet")
     with_selection = {**topology, "name": f"{name}-selection", "views": views, "checks": {"k-anonymity": {"k": 2}}}
     (out_dir / "bp-selection.yaml").write_text(
         header.replace("Table 3)", "Table 3) with a selection on v5") + yaml.safe_dump(with_selection, sort_keys=False)

@@ -158,15 +158,21 @@ def parse_predicate(text: str) -> Predicate:
     return _ToAst().transform(tree)
 
 
-def attributes_of(predicate: Predicate) -> Iterator[str]:
-    """Every attribute name the predicate mentions, in order of appearance (with repeats)."""
+def atoms(predicate: Predicate) -> Iterator[Comparison | Membership]:
+    """The comparisons and memberships of the predicate, in order of appearance."""
     if isinstance(predicate, (Comparison, Membership)):
-        yield predicate.attribute
+        yield predicate
     elif isinstance(predicate, Not):
-        yield from attributes_of(predicate.operand)
+        yield from atoms(predicate.operand)
     else:
         for operand in predicate.operands:
-            yield from attributes_of(operand)
+            yield from atoms(operand)
+
+
+def attributes_of(predicate: Predicate) -> Iterator[str]:
+    """Every attribute name the predicate mentions, in order of appearance (with repeats)."""
+    for atom in atoms(predicate):
+        yield atom.attribute
 
 
 def literals_of(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
@@ -175,16 +181,12 @@ def literals_of(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
 
 
 def _literals(predicate: Predicate) -> Iterator[tuple[str, Scalar]]:
-    if isinstance(predicate, Comparison):
-        yield predicate.attribute, predicate.value
-    elif isinstance(predicate, Membership):
-        for value in predicate.values:
-            yield predicate.attribute, value
-    elif isinstance(predicate, Not):
-        yield from _literals(predicate.operand)
-    else:
-        for operand in predicate.operands:
-            yield from _literals(operand)
+    for atom in atoms(predicate):
+        if isinstance(atom, Comparison):
+            yield atom.attribute, atom.value
+        else:
+            for value in atom.values:
+                yield atom.attribute, value
 
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -306,7 +308,8 @@ def _compare(operator: Operator, value: Scalar | datetime.date, target: Scalar |
             return value >= target  # type: ignore[operator]
 
 
-def _is_date(value: object) -> bool:
+def is_date(value: object) -> bool:
+    """Whether ``value`` is a date (a day, not a time of day)."""
     return isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
 
 
@@ -336,7 +339,7 @@ def evaluate(predicate: Predicate, row: Mapping[str, Scalar | None]) -> bool | N
         if value is None:
             return None
         literal: Scalar | datetime.date = predicate.value
-        if _is_date(value) and isinstance(literal, str):
+        if is_date(value) and isinstance(literal, str):
             literal = _date_of(literal)  # a date attribute's literal is ISO text, checked when loaded
         if isinstance(value, str) != isinstance(literal, str):
             return None
@@ -346,7 +349,7 @@ def evaluate(predicate: Predicate, row: Mapping[str, Scalar | None]) -> bool | N
         if value is None:
             return None
         values = predicate.values
-        if _is_date(value):
+        if is_date(value):
             return (value in _dates_of(values)) != predicate.negated
         return (value in values) != predicate.negated
     if isinstance(predicate, Not):

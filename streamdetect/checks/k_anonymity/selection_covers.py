@@ -29,7 +29,7 @@ incrementally).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise, product
@@ -41,13 +41,14 @@ from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.k_anonymity.association_covers import minimal_covers
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.predicates import (
-    And,
-    Not,
-    Or,
+    Comparison,
+    Membership,
     Predicate,
+    atoms,
     attributes_of,
     date_literal,
     evaluate,
+    is_date,
     literals_of,
     to_polars,
 )
@@ -76,7 +77,7 @@ def _literals(condition: Predicate, dates: set[str]) -> Iterator[tuple[str, Any]
 
 
 def _representatives(known: set[Any], cap: int) -> list[Representative]:
-    if known and all(isinstance(v, dt.date) and not isinstance(v, dt.datetime) for v in known):
+    if known and all(is_date(v) for v in known):
         # Dates are days in order: the integers' regions, by day number.
         days = {v.toordinal() for v in known}
         return [Representative(dt.date.fromordinal(r.value), r.unbounded) for r in _representatives(days, cap)]
@@ -117,10 +118,10 @@ class _Representatives(Mapping[str, list[Representative]]):
     def __len__(self) -> int:
         return len(self._known)
 
-    def behaving_apart(self, attribute: str, atoms: Sequence[Predicate]) -> list[Representative]:
-        """One representative of ``attribute`` per way the ``atoms`` on it come out (the first), for an
+    def behaving_apart(self, attribute: str, compared: Sequence[Comparison | Membership]) -> list[Representative]:
+        """One representative of ``attribute`` per way the comparisons ``compared`` on it come out (the first), for an
         attribute whose value is not wanted: the constraints hold for one as for any other of the same way."""
-        own = tuple(atom for atom in atoms if set(attributes_of(atom)) == {attribute})
+        own = tuple(atom for atom in compared if atom.attribute == attribute)
         found = self._behaviours.get((attribute, own))
         if found is None:
             ways: dict[tuple[bool | None, ...], Representative] = {}
@@ -279,16 +280,16 @@ class SelectionCoverCheck:
                 reached = linked_values(named, source, view.attributes[0], 1, shared)
             at = pl.lit(position, dtype=pl.Int32).alias(_POS)
             present = reached.select(at, pl.col(source).alias(_NUM)).unique()
-            for attribute, part, free in (
-                (identifier, given.ids, pattern.free_ids),
-                (sensitive, given.values, pattern.free_values),
+            for attribute, part, unbounded, free in (
+                (identifier, given.ids, given.ids_unbounded, pattern.free_ids),
+                (sensitive, given.values, given.values_unbounded, pattern.free_values),
             ):
                 if attribute in linked:
                     part.append(
                         linked[attribute].select(at, pl.col(source).alias(_NUM), pl.col(attribute).alias(_VALUE))
                     )
                 elif free is None:  # free and unbounded
-                    (given.ids_unbounded if part is given.ids else given.values_unbounded).append(present)
+                    unbounded.append(present)
                 else:  # free: the selections' representatives
                     part.append(present.join(pl.DataFrame({_VALUE: list(free)}), how="cross"))
 
@@ -417,9 +418,11 @@ def _project(
     free = sorted((mentioned | {identifier, sensitive}) - set(cell.fixed))
     # An attribute not projected only has to let the constraints hold: one representative per way its
     # comparisons come out is enough (BP's Zipcode: two for `Zipcode > '5'`, not its 36,000 values).
-    atoms = [atom for predicate, _ in cell.constraints for atom in _atoms(predicate)]
+    compared = [atom for predicate, _ in cell.constraints for atom in atoms(predicate)]
     options = [
-        representatives.get(a, _ANY_OTHER) if a in {identifier, sensitive} else representatives.behaving_apart(a, atoms)
+        representatives.get(a, _ANY_OTHER)
+        if a in {identifier, sensitive}
+        else representatives.behaving_apart(a, compared)
         for a in free
     ]
     ids: set[Any] | None = set()
@@ -449,7 +452,7 @@ def satisfiable(fixed: Mapping[str, Any], conditions: Sequence[Predicate], cap: 
     """Whether some tuple with the ``fixed`` values satisfies every condition (quantifier elimination
     by representative values, as for the cells)."""
     known: dict[str, set[Any]] = {a: {v} for a, v in fixed.items()}
-    dates = {a for a, v in fixed.items() if isinstance(v, dt.date)}
+    dates = {a for a, v in fixed.items() if is_date(v)}
     for condition in conditions:
         for attribute, value in _literals(condition, dates):
             known.setdefault(attribute, set()).add(value)
@@ -468,8 +471,8 @@ class _Pattern:
     identifier and sensitive attributes when free (None: unbounded)."""
 
     relations: dict[str, pl.DataFrame]
-    free_ids: set[Any] | None
-    free_values: set[Any] | None
+    free_ids: Collection[Any] | None
+    free_values: Collection[Any] | None
 
 
 _POS, _NUM, _VALUE, _COUNT = "\0position", "\0number", "\0value", "\0count"
@@ -585,8 +588,8 @@ def _pattern_relations(
             splits.append((holder, column, bounds))
     if any(frame.is_empty() for frame in relations.values()):
         return []
-    free_ids: set[Any] | None = None
-    free_values: set[Any] | None = None
+    free_ids: Collection[Any] | None = None
+    free_values: Collection[Any] | None = None
     if free:
         # The free attributes' selections hold for every cell of the pattern alike (they read no fixed
         # value): enumerate the representatives of the attributes they read only.
@@ -602,8 +605,8 @@ def _pattern_relations(
 def _parts(
     relations: Mapping[str, pl.DataFrame],
     splits: Sequence[tuple[str, str, list[tuple[Any, Any]]]],
-    free_ids: set[Any] | None,
-    free_values: set[Any] | None,
+    free_ids: Collection[Any] | None,
+    free_values: Collection[Any] | None,
 ) -> list[_Pattern]:
     """One part of a pattern per choice of a class in every split (the product of a few classes each): the
     split views' rows of those classes, the projected attributes bounded as the classes say."""
@@ -616,9 +619,7 @@ def _parts(
             for position, bound in enumerate(bounds[chosen]):
                 if bound is not _UNREAD:
                     bounded[position] = bound
-        part = {
-            name: frame.select(c for c in frame.columns if not c.startswith(_CLASS)) for name, frame in part.items()
-        }
+        part = {name: _without_classes(frame) for name, frame in part.items()}
         if not any(frame.is_empty() for frame in part.values()):
             parts.append(_Pattern(part, bounded[0], bounded[1]))
     return parts
@@ -651,11 +652,11 @@ def _classes(
     order = sorted(fixed)
     # The condition reads the fixed values through its atoms on them only: rows whose atoms agree are
     # alike, and one of them stands for all (a few signatures for thousands of distinct rows).
-    atoms = [atom for atom in _atoms(condition[0]) if set(attributes_of(atom)) <= fixed]
-    signs = [f"\0atom{i}" for i in range(len(atoms))] or ["\0none"]
+    on_fixed = [atom for atom in atoms(condition[0]) if atom.attribute in fixed]
+    signs = [f"\0atom{i}" for i in range(len(on_fixed))] or ["\0none"]
     signed = frame.select(order).with_columns(
-        *(to_polars(atom, frame.schema).alias(sign) for atom, sign in zip(atoms, signs, strict=False)),
-        *([pl.lit(True).alias(signs[0])] if not atoms else []),
+        *(to_polars(atom, frame.schema).alias(sign) for atom, sign in zip(on_fixed, signs, strict=False)),
+        *([pl.lit(True).alias(signs[0])] if not on_fixed else []),
     )
     bounds: list[tuple[Any, Any]] = []
     index: dict[tuple[Any, Any], int] = {}
@@ -676,19 +677,7 @@ def _classes(
             bounds.append(bound)
     classes = alike.select(signs).with_columns(pl.Series("\0class", class_of, dtype=pl.Int64))
     joined = signed.select(signs).join(classes, on=signs, how="left", nulls_equal=True, maintain_order="left")
-    thawed = [tuple(set(b) if isinstance(b, frozenset) else b for b in bound) for bound in bounds]
-    return joined.get_column("\0class"), [(first, second) for first, second in thawed]
-
-
-def _atoms(predicate: Predicate) -> Iterator[Predicate]:
-    """The comparisons and memberships of ``predicate``."""
-    if isinstance(predicate, Not):
-        yield from _atoms(predicate.operand)
-    elif isinstance(predicate, (And, Or)):
-        for operand in predicate.operands:
-            yield from _atoms(operand)
-    else:
-        yield predicate
+    return joined.get_column("\0class"), bounds
 
 
 def _row(position: int) -> str:
