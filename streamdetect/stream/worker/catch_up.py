@@ -28,7 +28,7 @@ import faust
 
 from streamdetect.stream.publish import committed_offsets, read_range
 from streamdetect.stream.records import Topic
-from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.routing import Router, Units, source_of
 from streamdetect.stream.service import DetectorService, Outcome
 from streamdetect.stream.state_log import Source
 from streamdetect.stream.worker.outputs import (
@@ -213,7 +213,20 @@ class Gaps:
         )
         missing = await asyncio.to_thread(read_range, self.bootstrap, self.topic, partition, start=start, end=end)
         for offset, value, headers in missing:
+            # A route record read here may name a view record past one its units never saw, as one the
+            # consumer delivers may: those first (else the tail check, which starts from the last seen,
+            # passes them by).
+            await self.fill_sources_before(partition, headers)
             await self._fold(partition, value, headers, offset=offset, where=(self.topic, partition, offset))
+
+    async def fill_sources_before(self, partition: int, headers: list[tuple[str, bytes]]) -> None:
+        """Before a route record of ``partition`` (its ``headers``) is folded: the view records between the
+        last its units saw of the view partition the record names and that one, which stage one's consumer
+        skipped, read and folded."""
+        source = source_of(headers)
+        missing = None if source is None else self.units.source_gap(partition, source)
+        if source is not None and missing is not None:
+            await self.fill_source(partition, source.topic, source.partition, *missing)
 
     async def fill_source(self, partition: int, topic: str, view_partition: int, start: int, end: int) -> None:
         """Fold into the units of route ``partition`` the view records ``start`` to ``end`` (excluded) of

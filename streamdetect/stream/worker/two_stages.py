@@ -13,7 +13,7 @@ import faust
 from streamdetect.errors import StateError
 from streamdetect.model.topology import Topology
 from streamdetect.stream.publish import committed_offsets, input_topics
-from streamdetect.stream.routing import Router, Units, source_of
+from streamdetect.stream.routing import Router, Units
 from streamdetect.stream.state_log import Source
 from streamdetect.stream.topics import route_topic
 from streamdetect.stream.worker.catch_up import TAIL_CHECK_S, Gaps, Unstick
@@ -127,10 +127,7 @@ async def fold_routed(app: faust.App, out: Outputs, units: Units, event: faust.E
         if expected is not None and message.offset > expected:
             await gaps.fill_route(message.partition, expected, message.offset)
         headers = headers_of(message)
-        source = source_of(headers)
-        missing = None if source is None else units.source_gap(message.partition, source)
-        if source is not None and missing is not None:
-            await gaps.fill_source(message.partition, source.topic, source.partition, *missing)
+        await gaps.fill_sources_before(message.partition, headers)
         began = time.perf_counter()
         outcome = units.handle(event.value, headers, message.partition, message.offset)
         elapsed = time.perf_counter() - began
