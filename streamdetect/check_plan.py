@@ -104,7 +104,11 @@ class CheckPlan:
                 "functional_dependencies": [str(fd) for fd in table.functional_dependencies],
                 "types": dict(table.types),
             },
-            "views": [[view.name, list(view.attributes), view.where_text] for view in topology.views],
+            # A set view (SELECT DISTINCT) says so; a bag view keeps the entry states were keyed by before.
+            "views": [
+                [view.name, list(view.attributes), view.where_text, *(["distinct"] if view.distinct else [])]
+                for view in topology.views
+            ],
             "checks": [[name, check.k] for name, check in self.checks.items()],
             "max_level": self.max_level,
         }

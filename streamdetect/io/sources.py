@@ -15,7 +15,8 @@ Every published row must satisfy its view's ``where`` (the parts of it over the 
 the checks reason about the view as defined, so a row that contradicts the definition is bad input.
 
 A view with no ``source`` is computed from ``table.source``: its selection, then its projection,
-duplicates kept (SQL bag semantics).
+duplicates kept (SQL bag semantics) unless it is declared ``SELECT DISTINCT``; a published file of a
+``DISTINCT`` view must not repeat a row.
 """
 
 from __future__ import annotations
@@ -239,6 +240,20 @@ def _check_rows_match(frame: pl.DataFrame, view: ViewDefinition, dtypes: Mapping
     )
 
 
+def _check_no_repeats(frame: pl.DataFrame, view: ViewDefinition, key: str) -> None:
+    """A view declared ``SELECT DISTINCT`` is a set: a file that repeats a row is not that view."""
+    repeated = frame.with_row_index("__row").filter(~pl.struct(frame.columns).is_first_distinct())
+    if repeated.is_empty():
+        return
+    rows = ", ".join(str(int(row) + 1) for row in repeated.get_column("__row").head(_ROWS_SHOWN))
+    more = f" and {repeated.height - _ROWS_SHOWN} more" if repeated.height > _ROWS_SHOWN else ""
+    raise TopologyError(
+        f"row(s) {rows}{more} repeat earlier rows, but {key} is SELECT DISTINCT: the file is not the view it is "
+        "published as (drop the repeats or the DISTINCT)",
+        file=view.source,
+    )
+
+
 def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
     """Read every view's published rows (or compute them from the table's source).
 
@@ -310,10 +325,9 @@ def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl
             views[view.name] = typed[view.source]
             if view.where is not None:
                 _check_rows_match(views[view.name], view, dtypes, f"views[{i}]")
+            if view.distinct:
+                _check_no_repeats(views[view.name], view, f"views[{i}]")
             continue
         assert table_file is not None
-        base = typed[table_file.path]
-        if view.where is not None:
-            base = base.filter(to_polars(view.where, dtypes))
-        views[view.name] = base.select(view.attributes)
+        views[view.name] = view.rows_from(typed[table_file.path])
     return views, (typed[table_file.path] if table_file is not None else None)

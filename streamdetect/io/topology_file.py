@@ -17,7 +17,15 @@ from streamdetect.checks.registry import REGISTRY, unmet_needs
 from streamdetect.errors import PredicateError, TopologyError
 from streamdetect.model.hierarchies import Hierarchy, intervals, mapping, mask
 from streamdetect.model.limits import MAX_K
-from streamdetect.model.predicates import Predicate, attributes_of, date_literal, literals_of, parse_predicate
+from streamdetect.model.predicates import (
+    Predicate,
+    attributes_of,
+    date_literal,
+    literals_of,
+    parse_predicate,
+    predicate_text,
+)
+from streamdetect.model.sql_views import SqlView, view_from_sql
 from streamdetect.model.topology import (
     ATTRIBUTE_TYPES,
     AttributeType,
@@ -48,7 +56,7 @@ _TABLE_KEYS = {
     "source",
     "topic",
 }
-_VIEW_KEYS = {"name", "attributes", "where", "source", "topic"}
+_VIEW_KEYS = {"name", "attributes", "where", "sql", "source", "topic"}
 #: Kafka's legal topic names.
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -266,13 +274,30 @@ def _parsed(
 def _where(ctx: _Context, raw: Any, key: str, table: TableSchema) -> Predicate:
     text = ctx.text(raw, key)
     predicate = _parsed(ctx, key, text, (parse_predicate, attributes_of), table)
+    _check_dates(ctx, key, predicate, table)
+    return predicate
+
+
+def _check_dates(ctx: _Context, key: str, predicate: Predicate, table: TableSchema) -> None:
+    """Every literal a declared date attribute is compared with names a date (ISO 8601)."""
     for name, value in literals_of(predicate):
         if table.types.get(name) == "date" and isinstance(value, str):
             try:
                 date_literal(value)
             except PredicateError as exc:
                 raise ctx.fail(key, f"attribute {name!r} is a date: {exc}") from None
-    return predicate
+
+
+def _sql(ctx: _Context, raw: Any, key: str, table: TableSchema) -> SqlView:
+    """A view given as ``sql: SELECT ... FROM <table> WHERE ...``: its projection and selection."""
+    text = ctx.text(raw, key)
+    try:
+        view = view_from_sql(text, table.name, table.attributes, table.types)
+    except PredicateError as exc:
+        raise ctx.fail(key, str(exc)) from None
+    if view.where is not None:
+        _check_dates(ctx, key, view.where, table)
+    return view
 
 
 def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition, ...]:
@@ -286,12 +311,21 @@ def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition,
         name = ctx.text(view.get("name"), f"{key}.name")
         if any(existing.name == name for existing in views):
             raise ctx.fail(f"{key}.name", f"view name {name!r} is used twice")
-        if "attributes" not in view:
-            raise ctx.fail(f"{key}.attributes", "missing")
-        attributes = ctx.names(view["attributes"], f"{key}.attributes", allow_empty=False)
-        ctx.known_attributes(attributes, table.attributes, f"{key}.attributes")
-        where_text = view.get("where")
-        where = _where(ctx, where_text, f"{key}.where", table) if where_text is not None else None
+        sql, distinct = view.get("sql"), False
+        if sql is not None:
+            given = [part for part in ("attributes", "where") if part in view]
+            if given:
+                raise ctx.fail(f"{key}.{given[0]}", "a view given as sql takes its attributes and selection from it")
+            declared = _sql(ctx, sql, f"{key}.sql", table)
+            attributes, where, distinct = declared.attributes, declared.where, declared.distinct
+            where_text = predicate_text(where) if where is not None else None
+        else:
+            if "attributes" not in view:
+                raise ctx.fail(f"{key}.attributes", "missing (or give the view as sql)")
+            attributes = ctx.names(view["attributes"], f"{key}.attributes", allow_empty=False)
+            ctx.known_attributes(attributes, table.attributes, f"{key}.attributes")
+            where_text = view.get("where")
+            where = _where(ctx, where_text, f"{key}.where", table) if where_text is not None else None
         if view.get("source") is not None:
             source: str | None = _resolve(ctx, view["source"], f"{key}.source")
         elif table.source is None:
@@ -299,7 +333,7 @@ def _views(ctx: _Context, raw: Any, table: TableSchema) -> tuple[ViewDefinition,
         else:
             source = None
         topic = _topic(ctx, view.get("topic"), f"{key}.topic")
-        views.append(ViewDefinition(name, attributes, where, where_text, source, topic))
+        views.append(ViewDefinition(name, attributes, where, where_text, source, topic, sql, distinct))
     return tuple(views)
 
 

@@ -158,6 +158,42 @@ def parse_predicate(text: str) -> Predicate:
     return _ToAst().transform(tree)
 
 
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = {"and", "or", "not", "in"}
+
+
+def predicate_text(predicate: Predicate) -> str:
+    """The predicate written in the ``where`` grammar; :func:`parse_predicate` reads it back as it is.
+
+    >>> print(predicate_text(parse_predicate("Sex IN ('F', 'M') AND NOT \\"Ill ness\\" = 'it''s' OR Age >= -3")))
+    (Sex IN ('F', 'M') AND NOT ("Ill ness" = 'it''s')) OR Age >= -3
+    """
+    if isinstance(predicate, Comparison):
+        return f"{_name_text(predicate.attribute)} {predicate.operator} {_value_text(predicate.value)}"
+    if isinstance(predicate, Membership):
+        values = ", ".join(_value_text(value) for value in predicate.values)
+        return f"{_name_text(predicate.attribute)} {'NOT IN' if predicate.negated else 'IN'} ({values})"
+    if isinstance(predicate, Not):
+        return f"NOT ({predicate_text(predicate.operand)})"
+    joiner = " AND " if isinstance(predicate, And) else " OR "
+    return joiner.join(
+        f"({predicate_text(operand)})" if isinstance(operand, (And, Or)) else predicate_text(operand)
+        for operand in predicate.operands
+    )
+
+
+def _name_text(name: str) -> str:
+    if _BARE_NAME.fullmatch(name) and name.lower() not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _value_text(value: Scalar) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
 def atoms(predicate: Predicate) -> Iterator[Comparison | Membership]:
     """The comparisons and memberships of the predicate, in order of appearance."""
     if isinstance(predicate, (Comparison, Membership)):

@@ -10,9 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import polars as pl
+
 from streamdetect.errors import TopologyError
 from streamdetect.model.hierarchies import Hierarchy
-from streamdetect.model.predicates import Predicate, attributes_of
+from streamdetect.model.predicates import Predicate, attributes_of, to_polars
 from streamdetect.model.visibility import VisibilityRequirement
 
 AttributeType = Literal["str", "int", "float", "date"]
@@ -69,6 +71,9 @@ class ViewDefinition:
 
     ``source`` is the path of its published rows; ``None`` means computed from the table's source.
     ``topic`` is the Kafka topic its rows stream on (``None``: the default name, ``stream/topics.py``).
+    ``sql`` is the SQL text it was declared with, if any (``attributes`` and ``where`` are its translation,
+    :mod:`streamdetect.model.sql_views`); ``distinct``: the view is a set of rows (``SELECT DISTINCT``), so a
+    view computed from the table drops its repeated rows.
     """
 
     name: str
@@ -77,11 +82,20 @@ class ViewDefinition:
     where_text: str | None = None
     source: str | None = None
     topic: str | None = None
+    sql: str | None = None
+    distinct: bool = False
 
     @property
     def selection_attributes(self) -> frozenset[str]:
         """Attributes the selection mentions (may lie outside the projection)."""
         return frozenset(attributes_of(self.where)) if self.where is not None else frozenset()
+
+    def rows_from(self, table: pl.DataFrame) -> pl.DataFrame:
+        """The view's rows computed from the table's: its selection (a row unknown on it, SQL's null, is
+        not selected), its projection, and, for a set (``distinct``), each row once."""
+        rows = table.filter(to_polars(self.where, table.schema).fill_null(False)) if self.where is not None else table
+        rows = rows.select(self.attributes)
+        return rows.unique(maintain_order=True) if self.distinct else rows
 
 
 @dataclass(frozen=True)

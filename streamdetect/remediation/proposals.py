@@ -28,7 +28,6 @@ from typing import Any
 import polars as pl
 
 from streamdetect.engine import Report, run_checks
-from streamdetect.model.predicates import to_polars
 from streamdetect.model.topology import AttributeType, Topology, ViewDefinition
 from streamdetect.relational.dependencies import functional
 from streamdetect.remediation.fragmentation import minimal_fragmentation
@@ -56,7 +55,7 @@ class Proposal:
 
 def _unselected(topology: Topology, views: tuple[ViewDefinition, ...]) -> Topology:
     return dataclasses.replace(
-        topology, views=tuple(dataclasses.replace(v, where=None, where_text=None, source=None) for v in views)
+        topology, views=tuple(dataclasses.replace(v, where=None, where_text=None, source=None, sql=None) for v in views)
     )
 
 
@@ -79,8 +78,7 @@ def generalized(topology: Topology, table: pl.DataFrame, k: int) -> Proposal:
     views = {}
     for view in topology.views:
         # The rows the view released, as generalized (its selection read on the original values).
-        rows = released.filter(to_polars(view.where, table.schema).fill_null(False)) if view.where else released
-        views[view.name] = rows.select(view.attributes)
+        views[view.name] = view.rows_from(released)
     text: AttributeType = "str"  # generalized values are text ("021**", "10-19")
     types = {**topology.table.types, **dict.fromkeys(quasi, text)}
     checked = _unselected(
