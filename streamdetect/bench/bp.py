@@ -19,6 +19,7 @@ import yaml
 from faker import Faker
 
 from streamdetect.bench.adult import ADULT_ROWS, adult
+from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import parse_predicate, to_polars
 
 HEALTH_CONDITIONS = ("HIV", "Cancer", "Phthisis", "Hepatitis", "Obesity", "Asthma", "Flu", "Indigestion")
@@ -123,4 +124,46 @@ def write_bp(table: pl.DataFrame, out_dir: Path, name: str = "bp") -> Path:
     (out_dir / "bp-selection.yaml").write_text(
         header.replace("Table 3)", "Table 3) with a selection on v5") + yaml.safe_dump(with_selection, sort_keys=False)
     )
+    return path
+
+
+#: The table ``bench generate bp --database`` writes (a name of its own: it replaces only its own table).
+DATABASE_TABLE = "streamdetect_bp"
+
+
+def write_bp_database(table: pl.DataFrame, uri: str, out_dir: Path) -> Path:
+    """BP's table in the PostgreSQL database ``uri`` (replacing :data:`DATABASE_TABLE` there) and
+    ``bp-database.yaml``: the topology of ``bp.yaml`` with the table read in place and the six views as SQL
+    run on it (docs/topology.md, "PostgreSQL sources"). The password comes from PGPASSWORD or .pgpass."""
+    import io  # noqa: PLC0415
+
+    import psycopg  # noqa: PLC0415 (loaded only to write the database)
+
+    from streamdetect.io.postgres import check_uri  # noqa: PLC0415
+
+    problem = check_uri(uri)
+    if problem is not None:
+        raise TopologyError(problem, key="--database")
+    columns = ", ".join(f'"{a}" {"date" if a == "Birthday" else "text"}' for a in ATTRIBUTES)
+    rows = io.BytesIO()
+    # Strings quoted, nulls not: in PostgreSQL's CSV an unquoted empty field is null, a quoted one is ''.
+    table.select(ATTRIBUTES).write_csv(rows, include_header=False, quote_style="non_numeric", null_value="")
+    try:
+        with psycopg.connect(uri, autocommit=True) as connection:
+            connection.execute(f"DROP TABLE IF EXISTS {DATABASE_TABLE}")
+            connection.execute(f"CREATE TABLE {DATABASE_TABLE} ({columns})")
+            with connection.cursor().copy(f"COPY {DATABASE_TABLE} FROM STDIN WITH (FORMAT csv)") as copy:
+                copy.write(rows.getvalue())
+    except psycopg.Error as exc:
+        raise TopologyError(f"cannot write BP to {uri}: {str(exc).strip().splitlines()[0]}") from None
+    document = yaml.safe_load((out_dir / "bp.yaml").read_text())
+    document["name"] = f"{document['name']}-database"
+    document["table"].update(name=DATABASE_TABLE, source=uri)
+    for view in document["views"]:
+        projected = ", ".join(f'"{a}"' for a in view.pop("attributes"))
+        view.pop("source")
+        view["sql"] = f"SELECT {projected} FROM {DATABASE_TABLE}"
+    path = out_dir / "bp-database.yaml"
+    header = "# bp.yaml with its table in PostgreSQL and its views as SQL run there (`bench generate bp --database`).\n"
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False))
     return path

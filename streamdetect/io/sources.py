@@ -21,13 +21,15 @@ duplicates kept (SQL bag semantics) unless it is declared ``SELECT DISTINCT``; a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from streamdetect.engine import ProgressFactory
 from streamdetect.errors import PredicateError, TopologyError
+from streamdetect.io import postgres
 from streamdetect.model.predicates import And, Predicate, attributes_of, check_types, literals_of, to_polars
 from streamdetect.model.topology import AttributeType, Topology, ViewDefinition
 
@@ -218,13 +220,14 @@ def row_condition(view: ViewDefinition, dtypes: Mapping[str, pl.DataType]) -> pl
     return to_polars(condition, dtypes)
 
 
-def _check_rows_match(frame: pl.DataFrame, view: ViewDefinition, dtypes: Mapping[str, pl.DataType], key: str) -> None:
+def _check_rows_match(
+    frame: pl.DataFrame, view: ViewDefinition, dtypes: Mapping[str, pl.DataType], key: str, source: str
+) -> None:
     """Every row satisfies the conjuncts of the view's ``where`` that mention only its own attributes.
 
     A conjunct over an attribute the view does not publish cannot be checked from its rows; the rest can,
     and a row failing it (or unknown on it, SQL's null) is not a row of the view as defined. Linear.
     """
-    assert view.source is not None
     condition = row_condition(view, dtypes)
     if condition is None:
         return
@@ -236,11 +239,11 @@ def _check_rows_match(frame: pl.DataFrame, view: ViewDefinition, dtypes: Mapping
     raise TopologyError(
         f"row(s) {rows}{more} do not satisfy {key}.where {view.where_text!r}: the file is not the view it is "
         "published as (fix the rows or the condition)",
-        file=view.source,
+        file=source,
     )
 
 
-def _check_no_repeats(frame: pl.DataFrame, view: ViewDefinition, key: str) -> None:
+def _check_no_repeats(frame: pl.DataFrame, key: str, source: str) -> None:
     """A view declared ``SELECT DISTINCT`` is a set: a file that repeats a row is not that view."""
     repeated = frame.with_row_index("__row").filter(~pl.struct(frame.columns).is_first_distinct())
     if repeated.is_empty():
@@ -250,7 +253,7 @@ def _check_no_repeats(frame: pl.DataFrame, view: ViewDefinition, key: str) -> No
     raise TopologyError(
         f"row(s) {rows}{more} repeat earlier rows, but {key} is SELECT DISTINCT: the file is not the view it is "
         "published as (drop the repeats or the DISTINCT)",
-        file=view.source,
+        file=source,
     )
 
 
@@ -263,23 +266,66 @@ def load_views(topology: Topology) -> dict[str, pl.DataFrame]:
     return load_data(topology, with_table=False)[0]
 
 
-def _read_files(topology: Topology, with_table: bool) -> tuple[list[_File], _File | None]:
-    """Every data file the run needs, read raw and checked for its columns; the table's file apart."""
+def _read_files(
+    topology: Topology, with_table: bool, progress: ProgressFactory | None = None
+) -> tuple[list[_File], _File | None, dict[str, _File]]:
+    """Every data file (or database read) the run needs, read raw and checked for its columns; the
+    table's apart, and per view the one holding its rows (none: computed from the table's)."""
     table = topology.table
     files: list[_File] = []
     table_file: _File | None = None
-    if table.source is not None and (with_table or any(view.source is None for view in topology.views)):
-        table_file = _File(table.source, _read(table.source, "table.source"))
-        _check_columns(table_file.frame, table.attributes, table.source, "table")
+    of_view: dict[str, _File] = {}
+    needs_table = with_table or any(view.source is None and view.sql is None for view in topology.views)
+    in_database = postgres.is_database(table.source)
+    computed = any(view.source is None for view in topology.views)
+    if table.source is not None and (needs_table or (computed and not in_database)):
+        if in_database:
+            frame = postgres.read_relation(
+                table.source,
+                table.name,
+                table.attributes,
+                "table.source",
+                exact=False,
+                progress=_reading(progress, f"table {table.name}"),
+            )
+            table_file = _File(f"{table.source}#{table.name}", frame)
+        else:
+            table_file = _File(table.source, _read(table.source, "table.source"))
+            _check_columns(table_file.frame, table.attributes, table.source, "table")
         files.append(table_file)
     for i, view in enumerate(topology.views):
-        if view.source is None:
+        reading = _reading(progress, f"view {view.name}")
+        if view.source is None and in_database and view.sql is not None:
+            assert table.source is not None
+            frame = postgres.read_query(table.source, view.sql, view.attributes, f"views[{i}].sql", progress=reading)
+            of_view[view.name] = _File(f"{table.source}#{view.name}", frame)
+        elif view.source is None:
             continue
-        key = f"views[{i}].source"
-        frame = _read(view.source, key)
-        _check_columns(frame, view.attributes, view.source, f"views[{i}] ({view.name})")
-        files.append(_File(view.source, frame.select(view.attributes)))
-    return files, table_file
+        elif postgres.is_database(view.source):
+            key = f"views[{i}].source"
+            frame = postgres.read_relation(view.source, view.name, view.attributes, key, exact=True, progress=reading)
+            of_view[view.name] = _File(f"{view.source}#{view.name}", frame)
+        else:
+            key = f"views[{i}].source"
+            frame = _read(view.source, key)
+            _check_columns(frame, view.attributes, view.source, f"views[{i}] ({view.name})")
+            of_view[view.name] = _File(view.source, frame.select(view.attributes))
+        files.append(of_view[view.name])
+    return files, table_file, of_view
+
+
+def _reading(progress: ProgressFactory | None, what: str) -> postgres.ReadProgress | None:
+    """A database read's progress as a bar of its own (rows read, of the rows the database expects)."""
+    if progress is None:
+        return None
+    bars: dict[str, Callable[[int, int], None]] = {}
+
+    def advance(done: int, total: int | None) -> None:
+        if "bar" not in bars:
+            bars["bar"] = progress(what, total or 0)
+        bars["bar"](done, total or done)
+
+    return advance
 
 
 def _attribute_types(topology: Topology, files: Sequence[_File]) -> dict[str, pl.DataType]:
@@ -300,13 +346,16 @@ def _attribute_types(topology: Topology, files: Sequence[_File]) -> dict[str, pl
     return dtypes
 
 
-def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
+def load_data(
+    topology: Topology, with_table: bool = True, progress: ProgressFactory | None = None
+) -> tuple[dict[str, pl.DataFrame], pl.DataFrame | None]:
     """The views' rows and, when ``table.source`` is set and ``with_table``, the private table's rows.
 
     All with one type per attribute across every file, read without changing any value (module
     docstring), and every view's rows checked against its ``where``. Linear in the size of the files.
+    ``progress`` draws the database reads (:mod:`streamdetect.io.postgres`).
     """
-    files, table_file = _read_files(topology, with_table)
+    files, table_file, of_view = _read_files(topology, with_table, progress)
     dtypes = _attribute_types(topology, files)
     typed: dict[str, pl.DataFrame] = {}
     for file in files:
@@ -321,12 +370,13 @@ def load_data(topology: Topology, with_table: bool = True) -> tuple[dict[str, pl
                 check_types(view.where, dtypes)
             except PredicateError as exc:
                 raise TopologyError(str(exc), file=topology.path, key=f"views[{i}].where") from None
-        if view.source is not None:
-            views[view.name] = typed[view.source]
+        read = of_view.get(view.name)
+        if read is not None:
+            views[view.name] = typed[read.path]
             if view.where is not None:
-                _check_rows_match(views[view.name], view, dtypes, f"views[{i}]")
+                _check_rows_match(views[view.name], view, dtypes, f"views[{i}]", read.path)
             if view.distinct:
-                _check_no_repeats(views[view.name], view, f"views[{i}]")
+                _check_no_repeats(views[view.name], f"views[{i}]", read.path)
             continue
         assert table_file is not None
         views[view.name] = view.rows_from(typed[table_file.path])

@@ -15,6 +15,7 @@ import yaml
 
 from streamdetect.checks.registry import REGISTRY, unmet_needs
 from streamdetect.errors import PredicateError, TopologyError
+from streamdetect.io import postgres
 from streamdetect.model.hierarchies import Hierarchy, intervals, mapping, mask
 from streamdetect.model.limits import MAX_K
 from streamdetect.model.predicates import (
@@ -159,7 +160,14 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _resolve(ctx: _Context, value: Any, key: str) -> str:
-    source = Path(ctx.text(value, key))
+    """A ``source``: a database URI as given (checked: no password in it), else a path relative to the file."""
+    text = ctx.text(value, key)
+    if postgres.is_database(text):
+        problem = postgres.check_uri(text)
+        if problem is not None:
+            raise ctx.fail(key, problem)
+        return text
+    source = Path(text)
     return str(source if source.is_absolute() else (ctx.path.parent / source))
 
 

@@ -156,6 +156,8 @@ class _Translation:
         if source is None:
             raise PredicateError(f"no FROM: a view selects from the table {self.table!r}")
         table = source.this
+        if isinstance(table, exp.Subquery) and not isinstance(table.this, exp.Query):
+            raise PredicateError(f"a join is outside what a view is ({_snippet(table)})")  # FROM (a JOIN b ON ...)
         if isinstance(table, exp.Subquery):
             raise PredicateError(f"a subquery in FROM is not the table {self.table!r}: {_snippet(table)}")
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):

@@ -50,8 +50,11 @@ def _print_block(console: Console, block: Block) -> None:
 
 
 @contextmanager
-def progress_bars(console: Console) -> Iterator[Callable[[str, int], Callable[[int, int], None]]]:
-    """A progress factory for :func:`streamdetect.engine.run_checks`, drawn only on a terminal."""
+def progress_bars(
+    console: Console, unit: str = "channel joins"
+) -> Iterator[Callable[[str, int], Callable[[int, int], None]]]:
+    """A progress factory for :func:`streamdetect.engine.run_checks` (or, counting ``unit``, for the reads of
+    :func:`streamdetect.io.sources.load_data`), drawn only on a terminal."""
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -63,7 +66,7 @@ def progress_bars(console: Console) -> Iterator[Callable[[str, int], Callable[[i
     )
 
     def factory(name: str, total: int) -> Callable[[int, int], None]:
-        task = progress.add_task(f"{name}: channel joins", total=total)
+        task = progress.add_task(f"{name}: {unit}", total=total)
 
         def advance(done: int, now: int) -> None:
             # A total may grow as the work finds more to do (the levels of a search above the kept ones).

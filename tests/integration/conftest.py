@@ -1,6 +1,9 @@
-"""A real Apache Kafka broker for the tests that need one: started once per run, on a free port.
+"""A real Apache Kafka broker and a real PostgreSQL server for the tests that need them: each started once
+per run, on a free port.
 
 Where Java or Maven is missing the Kafka tests are skipped with what to install; the rest still runs.
+Where PostgreSQL's server binaries are missing the PostgreSQL tests fail, naming the package to install
+(`.ci/run` installs it).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import pytest
 
 from streamdetect.stream import broker
 from tests.integration.kafka_helpers import Worker
+from tests.integration.postgres_helpers import PASSWORD, LocalPostgres
 
 #: The user of the test broker's SASL listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512).
 SASL_USER, SASL_PASSWORD = "streamdetect-test", "not-a-secret-42"
@@ -52,3 +56,20 @@ def workers() -> Iterator[list[Worker]]:
     yield started
     for worker in started:
         worker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """The run's PostgreSQL cluster (``wal_level = logical``, loopback, removed at the end)."""
+    server = LocalPostgres.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_password(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The publisher's password given as a publisher's environment gives it: PGPASSWORD."""
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    return PASSWORD

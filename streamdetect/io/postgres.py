@@ -1,0 +1,259 @@
+"""PostgreSQL as a source: the private table read in place, a view read from its database relation or by
+running its SQL on the table's database, and the views the database itself defines (``pg_views``).
+
+A source is a ``postgresql://`` URI. The password is never in it: libpq takes it from ``PGPASSWORD`` or
+a ``.pgpass`` file (``PGPASSFILE``), so a topology can be shared. Rows are read with psycopg 3 through
+``COPY (query) TO STDOUT`` in CSV with every value quoted (a null is the one unquoted empty field, so
+an empty string stays an empty string) and parsed by polars with the types the database gives: no
+inference, so ``02135`` stays text in a text column. Reads run in a read-only transaction.
+
+Types: integers are ``int``, ``numeric``, ``real`` and ``double precision`` are ``float``, ``date`` is
+``date``, the text types (``text``, ``varchar``, ``char``, ``name``) are ``str``. Any other type (a
+timestamp, a boolean, JSON) is refused naming the column: the checks read text, numbers and dates, and a
+publisher who releases it can release it as one of those (a database view casting it).
+
+Names are matched as PostgreSQL reads SQL: exactly, or else without regard to case when that names one
+relation or column (a table created as ``patients (name text)`` is the topology's ``Patients`` with
+attribute ``Name``).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+import polars as pl
+
+from streamdetect.errors import TopologyError
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: Progress of a read: rows read so far, and the rows expected (None: unknown).
+ReadProgress = Callable[[int, "int | None"], None]
+_SCHEMES = ("postgresql://", "postgres://")
+#: Bytes of COPY output between two progress reports.
+_REPORT_EVERY = 8 << 20
+
+
+def is_database(source: str | None) -> bool:
+    """Whether a ``source`` names a PostgreSQL database rather than a file."""
+    return source is not None and source.startswith(_SCHEMES)
+
+
+def check_uri(uri: str) -> str | None:
+    """What is wrong with a database URI (None: nothing): it must parse, and hold no password. (libpq reads
+    the rest when it connects; the driver is loaded only then, as it takes a quarter of a second.)"""
+    try:
+        parts = urlsplit(uri)
+        query = parse_qs(parts.query)
+        parts.port  # noqa: B018 -- reading it checks it
+    except ValueError as exc:
+        return f"not a PostgreSQL URI ({exc})"
+    if parts.password is not None or "password" in query:
+        return "the URI holds a password: give it in PGPASSWORD or a .pgpass file, never in the topology"
+    return None
+
+
+def shown(uri: str) -> str:
+    """The URI as errors show it (it holds no password: :func:`check_uri`)."""
+    return uri
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    type_name: str
+    dtype: pl.DataType | None
+
+
+def read_relation(
+    uri: str,
+    relation: str,
+    attributes: Sequence[str],
+    key: str,
+    *,
+    exact: bool,
+    progress: ReadProgress | None = None,
+) -> pl.DataFrame:
+    """The rows of ``relation`` (a table or view; ``schema.name`` or a name on the search path) as a frame
+    of ``attributes``, typed by the database. ``exact``: the relation must hold no other column (a view's
+    rows, all released); otherwise its other columns are not read (the private table's own bookkeeping)."""
+    with _connect(uri, key) as connection:
+        oid, name = _relation(connection, relation, uri, key)
+        columns = _columns_of(connection, "SELECT * FROM " + name, uri, key)
+        chosen = _match(columns, attributes, f"{name} in {shown(uri)}", key, exact=exact)
+        estimate = connection.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s", (oid,)).fetchone()
+        total = int(estimate[0]) if estimate and estimate[0] is not None and estimate[0] >= 0 else None
+        query = f"SELECT * FROM {name}"
+        return _copy(connection, query, chosen, attributes, uri=uri, key=key, total=total, progress=progress)
+
+
+def read_query(
+    uri: str, sql: str, attributes: Sequence[str], key: str, *, progress: ReadProgress | None = None
+) -> pl.DataFrame:
+    """The rows the view's ``sql`` (a SELECT already translated, so known to be a projection and a
+    selection of the table) returns on the database, as a frame of ``attributes``."""
+    query = sql.strip().rstrip(";")
+    with _connect(uri, key) as connection:
+        columns = _columns_of(connection, query, uri, key)
+        chosen = _match(columns, attributes, f"the result of {key}", key, exact=True)
+        return _copy(connection, query, chosen, attributes, uri=uri, key=key, total=None, progress=progress)
+
+
+def database_views(uri: str, schema: str) -> list[tuple[str, str]]:
+    """The views ``schema`` defines (``pg_views``): (name, definition), by name."""
+    with _connect(uri, "the database") as connection:
+        rows = connection.execute(
+            "SELECT viewname, definition FROM pg_views WHERE schemaname = %s ORDER BY viewname", (schema,)
+        ).fetchall()
+    return [(str(name), str(definition)) for name, definition in rows]
+
+
+def table_columns(uri: str, table: str) -> tuple[str, list[tuple[str, str, pl.DataType | None]]]:
+    """The relation ``table`` names (quoted) and its columns: (name, the database's type, the frame type
+    read, None when the checks cannot read it)."""
+    with _connect(uri, "the database") as connection:
+        _, name = _relation(connection, table, uri, "--table")
+        columns = _columns_of(connection, "SELECT * FROM " + name, uri, "--table")
+    return name, [(column.name, column.type_name, column.dtype) for column in columns]
+
+
+def _connect(uri: str, key: str) -> psycopg.Connection[Any]:
+    import psycopg  # noqa: PLC0415 (loaded when a database is read)
+
+    problem = check_uri(uri)
+    if problem is not None:
+        raise TopologyError(f"{key}: {problem}")
+    try:
+        connection = psycopg.connect(uri, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise TopologyError(f"cannot connect to {shown(uri)} (named by {key}): {_first_line(exc)}") from None
+    connection.read_only = True
+    connection.execute("SET datestyle = 'ISO'")
+    return connection
+
+
+def _relation(connection: psycopg.Connection[Any], relation: str, uri: str, key: str) -> tuple[int, str]:
+    """The oid of the table or view ``relation`` names and its quoted name: an exact match, else the one
+    relation whose name matches without regard to case (on the search path, or in the schema given)."""
+    schema, _, name = relation.rpartition(".")
+    rows = connection.execute(
+        """
+        SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND lower(c.relname) = lower(%s)
+          AND (CASE WHEN %s = '' THEN n.nspname = ANY (current_schemas(false)) ELSE lower(n.nspname) = lower(%s) END)
+        """,
+        (name, schema, schema),
+    ).fetchall()
+    exact = [row for row in rows if row[2] == name and (not schema or row[1] == schema)]
+    found = exact or rows
+    if len(found) != 1:
+        problem = "no table or view" if not found else f"{len(found)} tables or views"
+        raise TopologyError(f"{key}: {problem} named {relation!r} in {shown(uri)}")
+    oid, namespace, relname = found[0]
+    return int(oid), f"{_quoted(namespace)}.{_quoted(relname)}"
+
+
+def _columns_of(connection: psycopg.Connection[Any], query: str, uri: str, key: str) -> list[_Column]:
+    """The columns ``query`` returns, with their types, without reading a row."""
+    import psycopg  # noqa: PLC0415
+
+    try:
+        cursor = connection.execute(f"SELECT * FROM ({query}) AS described LIMIT 0")
+    except psycopg.Error as exc:
+        raise TopologyError(f"{key}: the database refused the query: {_first_line(exc)}", file=shown(uri)) from None
+    description = cursor.description or []
+    oids = [column.type_code for column in description]
+    names = dict(
+        connection.execute("SELECT t.oid, t.typname FROM pg_type t WHERE t.oid = ANY (%s)", (oids,)).fetchall()
+    )
+    typed = [(column.name, str(names.get(column.type_code, column.type_code))) for column in description]
+    return [_Column(name, type_name, _DTYPES.get(type_name)) for name, type_name in typed]
+
+
+_DTYPES: dict[str, pl.DataType] = {
+    **dict.fromkeys(("int2", "int4", "int8", "oid"), pl.Int64()),
+    **dict.fromkeys(("float4", "float8", "numeric"), pl.Float64()),
+    **dict.fromkeys(("text", "varchar", "bpchar", "name", "char", "citext"), pl.String()),
+    "date": pl.Date(),
+}
+
+
+def _match(
+    columns: Sequence[_Column], attributes: Sequence[str], where: str, key: str, *, exact: bool
+) -> list[_Column]:
+    """Per attribute, its column: the same name, else the one column whose name matches regardless of case."""
+    chosen: list[_Column] = []
+    for attribute in attributes:
+        same = [column for column in columns if column.name == attribute]
+        alike = same or [column for column in columns if column.name.lower() == attribute.lower()]
+        if len(alike) != 1:
+            have = ", ".join(repr(column.name) for column in columns)
+            problem = "missing from" if not alike else "matched by several columns of"
+            raise TopologyError(f"{key}: attribute {attribute!r} is {problem} {where} (it has {have})")
+        column = alike[0]
+        if column.dtype is None:
+            raise TopologyError(
+                f"{key}: column {column.name!r} of {where} has type {column.type_name}, which the checks do not "
+                "read (text, integer, numeric, date): release it as one of those"
+            )
+        chosen.append(column)
+    if exact:
+        extra = [column.name for column in columns if column not in chosen]
+        if extra:
+            raise TopologyError(
+                f"{key}: {where} also has column(s) {', '.join(map(repr, extra))} that the view does not list; "
+                "add them to the view (they are released) or leave them out of the relation"
+            )
+    return chosen
+
+
+def _copy(
+    connection: psycopg.Connection[Any],
+    query: str,
+    chosen: Sequence[_Column],
+    attributes: Sequence[str],
+    *,
+    uri: str,
+    key: str,
+    total: int | None,
+    progress: ReadProgress | None,
+) -> pl.DataFrame:
+    """``COPY (SELECT the chosen columns FROM (query)) TO STDOUT`` as CSV, parsed with the columns' types."""
+    import psycopg  # noqa: PLC0415
+
+    selected = ", ".join(_quoted(column.name) for column in chosen)
+    buffer = io.BytesIO()
+    lines = reported = 0
+    try:
+        with connection.cursor().copy(
+            f"COPY (SELECT {selected} FROM ({query}) AS rows) TO STDOUT WITH (FORMAT csv, FORCE_QUOTE *)"
+        ) as copy:
+            for block in copy:
+                buffer.write(block)
+                lines += bytes(block).count(b"\n")
+                if progress is not None and buffer.tell() - reported >= _REPORT_EVERY:
+                    reported = buffer.tell()
+                    progress(lines, total)
+    except psycopg.Error as exc:
+        raise TopologyError(f"{key}: reading from the database failed: {_first_line(exc)}", file=shown(uri)) from None
+    if progress is not None:
+        progress(lines, lines)
+    schema = {attribute: column.dtype for attribute, column in zip(attributes, chosen, strict=True)}
+    if not buffer.tell():
+        return pl.DataFrame(schema=schema)
+    buffer.seek(0)
+    return pl.read_csv(buffer, has_header=False, schema=schema)  # type: ignore[arg-type]
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
