@@ -1,5 +1,6 @@
 """The ``streamdetect`` command: ``check``, ``explain``, ``closure``, ``findings``, ``bench``, ``broker``, ``publish``,
-``worker``, ``anonymize``, ``dependencies``, ``fragment``, ``loose``, ``remediate``, ``import-views``.
+``worker``, ``anonymize``, ``dependencies``, ``fragment``, ``loose``, ``remediate``, ``import-views``,
+``connect``, ``capture``.
 
 Exit codes: 0 nothing found, 1 findings, 2 bad input (one message naming the file, the key path and
 what is wrong, on stderr; never a traceback), 3 an internal error (a bug; ``STREAMDETECT_DEBUG=1``
@@ -21,6 +22,7 @@ import click
 from streamdetect.checks.registry import CHECKS, REGISTRY
 from streamdetect.cli.bench import bench
 from streamdetect.cli.broker import broker
+from streamdetect.cli.changes import capture, connect
 from streamdetect.cli.database import import_views
 from streamdetect.cli.errors import EXIT_CODES, fail_cleanly
 from streamdetect.cli.remediation import anonymize, dependencies, fragment, loose, remediate
@@ -501,6 +503,8 @@ cli.add_command(remediate)
 cli.add_command(publish)
 cli.add_command(worker)
 cli.add_command(import_views)
+cli.add_command(connect)
+cli.add_command(capture)
 
 
 def main() -> None:

@@ -122,17 +122,67 @@ def table_columns(uri: str, table: str) -> tuple[str, list[tuple[str, str, pl.Da
     return name, [(column.name, column.type_name, column.dtype) for column in columns]
 
 
-def _connect(uri: str, key: str) -> psycopg.Connection[Any]:
+@dataclass(frozen=True)
+class CapturedTable:
+    """What change capture needs of the table: its schema and name as the database spells them, the column
+    and type of each attribute, whether its changes carry whole old images (``REPLICA IDENTITY FULL``),
+    and whether the server writes logical decoding (``wal_level = logical``)."""
+
+    schema: str
+    name: str
+    columns: dict[str, str]
+    dtypes: dict[str, pl.DataType]
+    full_images: bool
+    logical: bool
+
+
+def captured_table(uri: str, table: str, attributes: Sequence[str]) -> CapturedTable:
+    """:class:`CapturedTable` of ``table`` (the topology's ``table.name``) in the database ``uri``."""
+    with _connect(uri, "table.source") as connection:
+        oid, quoted = _relation(connection, table, uri, "table.name")
+        columns = _columns_of(connection, "SELECT * FROM " + quoted, uri, "table.name")
+        chosen = _match(columns, attributes, f"{quoted} in {shown(uri)}", "table.name", exact=False)
+        row = connection.execute(
+            "SELECT n.nspname, c.relname, c.relreplident FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s",
+            (oid,),
+        ).fetchone()
+        level = connection.execute("SHOW wal_level").fetchone()
+    assert row is not None
+    assert level is not None
+    return CapturedTable(
+        schema=str(row[0]),
+        name=str(row[1]),
+        columns={attribute: column.name for attribute, column in zip(attributes, chosen, strict=True)},
+        dtypes={attribute: column.dtype for attribute, column in zip(attributes, chosen, strict=True) if column.dtype},
+        full_images=row[2] == "f",
+        logical=level[0] == "logical",
+    )
+
+
+def drop_slot(uri: str, slot: str) -> None:
+    """Drop the replication slot ``slot`` and the publication of that name, where they exist (a capture
+    forgotten: an unused slot keeps the server's write-ahead log from being recycled)."""
+    with _connect(uri, "the database", read_only=False) as connection:
+        connection.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        )
+        connection.execute(f"DROP PUBLICATION IF EXISTS {_quoted(slot)}")
+
+
+def _connect(uri: str, key: str, *, read_only: bool = True) -> psycopg.Connection[Any]:
     import psycopg  # noqa: PLC0415 (loaded when a database is read)
 
     problem = check_uri(uri)
     if problem is not None:
         raise TopologyError(f"{key}: {problem}")
     try:
-        connection = psycopg.connect(uri, connect_timeout=10)
+        # Reads run in one read-only transaction; the one write (dropping a slot) commits as it goes.
+        connection = psycopg.connect(uri, connect_timeout=10, autocommit=not read_only)
     except psycopg.OperationalError as exc:
         raise TopologyError(f"cannot connect to {shown(uri)} (named by {key}): {_first_line(exc)}") from None
-    connection.read_only = True
+    if read_only:
+        connection.read_only = True
     connection.execute("SET datestyle = 'ISO'")
     return connection
 

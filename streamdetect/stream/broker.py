@@ -43,19 +43,11 @@ _PLAIN_WORD = re.compile(r"[A-Za-z0-9._-]+")
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>streamdetect</groupId>
-  <artifactId>kafka-broker</artifactId>
+  <artifactId>{name}</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{kafka}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version>
-    </dependency>
+{dependencies}
   </dependencies>
   <build>
     <plugins>
@@ -68,6 +60,19 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </build>
 </project>
 """
+
+
+def maven_pom(name: str, artifacts: list[tuple[str, str, str]]) -> str:
+    """A POM that depends on ``artifacts`` (group, artifact, version) and a log4j 2 backend bound to SLF4J
+    1.7 (what Kafka 4.1 brings), with a maven-dependency-plugin recent enough for Java 17."""
+    log4j = [("org.apache.logging.log4j", artifact, LOG4J_VERSION) for artifact in ("log4j-slf4j-impl", "log4j-core")]
+    dependencies = "\n".join(
+        f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version>"
+        "</dependency>"
+        for group, artifact, version in [*artifacts, *log4j]
+    )
+    return _POM.format(name=name, dependencies=dependencies, plugin=DEPENDENCY_PLUGIN_VERSION)
+
 
 _SERVER = """process.roles=broker,controller
 node.id=1
@@ -116,6 +121,11 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
+def log4j_properties(log: Path, level: str, extra: str = "") -> str:
+    """A log4j 2 configuration writing to ``log`` at ``level`` (``extra``: more lines, such as a logger's)."""
+    return _LOG4J.format(log=log, level=level) + extra
+
+
 class BrokerError(StreamdetectError):
     """A local broker could not be fetched, started or stopped; says what to install or what it logged."""
 
@@ -144,7 +154,8 @@ def missing_tools() -> list[str]:
     return [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
 
-def _require_tools() -> None:
+def require_tools() -> None:
+    """Raise :class:`BrokerError` naming what to install when Java or Maven is missing."""
     missing = missing_tools()
     if missing:
         raise BrokerError(
@@ -155,21 +166,26 @@ def _require_tools() -> None:
 
 
 def kafka_jars(progress: Callable[[str], None] | None = None) -> Path:
-    """The directory of Kafka's jars (and a log4j 2 backend), fetched with Maven on first use.
+    """The directory of Kafka's jars (and a log4j 2 backend), fetched with Maven on first use."""
+    require_tools()
+    pom = maven_pom("kafka-broker", [("org.apache.kafka", "kafka_2.13", KAFKA_VERSION)])
+    what = f"Apache Kafka {KAFKA_VERSION}"
+    return maven_jars(cache_dir() / f"kafka-{KAFKA_VERSION}", pom, f"kafka_2.13-{KAFKA_VERSION}.jar", what, progress)
 
-    Idempotent: a complete fetch leaves a marker; an interrupted one is redone from scratch.
-    """
-    _require_tools()
-    home = cache_dir() / f"kafka-{KAFKA_VERSION}"
+
+def maven_jars(home: Path, pom: str, expected: str, what: str, progress: Callable[[str], None] | None) -> Path:
+    """``home/libs``: the jars ``pom`` depends on, copied by Maven from Maven Central on first use.
+
+    Idempotent: a complete fetch leaves a marker; an interrupted one is redone from scratch. ``expected``
+    names a jar that must be among them."""
     libs = home / "libs"
     marker = home / "complete"
     if marker.exists():
         return libs
     if progress is not None:
-        progress(f"fetching Apache Kafka {KAFKA_VERSION} from Maven Central (once; about 43 MB)")
+        progress(f"fetching {what} from Maven Central (once)")
     home.mkdir(parents=True, exist_ok=True)
-    pom = home / "pom.xml"
-    pom.write_text(_POM.format(kafka=KAFKA_VERSION, log4j=LOG4J_VERSION, plugin=DEPENDENCY_PLUGIN_VERSION))
+    (home / "pom.xml").write_text(pom)
     partial = home / "libs.partial"
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(libs, ignore_errors=True)
@@ -178,15 +194,15 @@ def kafka_jars(progress: Callable[[str], None] | None = None) -> Path:
         "-q",
         "-B",
         "-f",
-        str(pom),
+        str(home / "pom.xml"),
         "dependency:copy-dependencies",
         f"-DoutputDirectory={partial}",
         "-DincludeScope=runtime",
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0 or not (partial / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+    if done.returncode != 0 or not (partial / expected).exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-5:])
-        raise BrokerError(f"Maven could not fetch Apache Kafka {KAFKA_VERSION} ({' '.join(command)}): {tail}")
+        raise BrokerError(f"Maven could not fetch {what} ({' '.join(command)}): {tail}")
     partial.rename(libs)
     marker.touch()
     return libs
@@ -209,7 +225,10 @@ def _home(port: int) -> Path:
     return cache_dir() / f"broker-{port}"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether the process ``pid`` runs (a process of another user's counts; a child of ours that
+    exited is reaped first, or it would stay a zombie that looks alive)."""
+    reap(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -226,7 +245,7 @@ def running(port: int = DEFAULT_PORT) -> Broker | None:
         pid = int((home / "pid").read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return Broker(port, pid, home) if _alive(pid) else None
+    return Broker(port, pid, home) if alive(pid) else None
 
 
 def answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
@@ -252,7 +271,8 @@ def answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
         admin.close()
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+def tail(path: Path, lines: int = 5) -> str:
+    """The last ``lines`` of a log file, or ``(no log)``."""
     try:
         return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
     except FileNotFoundError:
@@ -305,7 +325,7 @@ def start(
                 scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
     properties.write_text(server)
     log4j = home / "log4j2.properties"
-    log4j.write_text(_LOG4J.format(log=home / "broker.log", level=log_level))
+    log4j.write_text(log4j_properties(home / "broker.log", log_level))
     java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", str(libs / "*")]
     cluster = _cluster_id()
     formatted = subprocess.run(
@@ -334,13 +354,13 @@ def start(
         if process.poll() is not None:
             raise BrokerError(
                 f"the Kafka broker on port {port} exited with code {process.returncode}: "
-                f"{_tail(broker.log)} {_tail(home / 'stdout.log')}"
+                f"{tail(broker.log)} {tail(home / 'stdout.log')}"
             )
         if answers(broker.bootstrap):
             return broker
         time.sleep(0.5)
     stop(port)
-    raise BrokerError(f"the Kafka broker on port {port} did not answer within {timeout_s:.0f} s: {_tail(broker.log)}")
+    raise BrokerError(f"the Kafka broker on port {port} did not answer within {timeout_s:.0f} s: {tail(broker.log)}")
 
 
 def stop(port: int = DEFAULT_PORT, *, timeout_s: float = 30.0) -> bool:
@@ -353,19 +373,19 @@ def stop(port: int = DEFAULT_PORT, *, timeout_s: float = 30.0) -> bool:
         return False
     os.killpg(broker.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(broker.pid) and time.monotonic() < deadline:
-        _reap(broker.pid)
+    while alive(broker.pid) and time.monotonic() < deadline:
+        reap(broker.pid)
         time.sleep(0.2)
-    if _alive(broker.pid):
+    if alive(broker.pid):
         os.killpg(broker.pid, signal.SIGKILL)
-        while _alive(broker.pid):
-            _reap(broker.pid)
+        while alive(broker.pid):
+            reap(broker.pid)
             time.sleep(0.1)
     shutil.rmtree(home, ignore_errors=True)
     return True
 
 
-def _reap(pid: int) -> None:
+def reap(pid: int) -> None:
     """Collect the exit status when the broker is our own child (else it stays a zombie, 'alive')."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)

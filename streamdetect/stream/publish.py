@@ -199,7 +199,7 @@ def prepare_worker_topics(
 
 
 def _admin(bootstrap: str, client_id: str) -> KafkaAdminClient:
-    return _connect(KafkaAdminClient, bootstrap, client_id=client_id)
+    return kafka_client(KafkaAdminClient, bootstrap, client_id=client_id)
 
 
 def _reachable(bootstrap: str) -> bool:
@@ -214,7 +214,7 @@ def _reachable(bootstrap: str) -> bool:
     return False
 
 
-def _connect(kind: type[Client], bootstrap: str, **settings: Any) -> Client:
+def kafka_client(kind: type[Client], bootstrap: str, **settings: Any) -> Client:
     """A kafka-python client of ``kind`` on ``bootstrap`` with the environment's security settings
     (:mod:`streamdetect.stream.security`); a broker that does not answer or refuses the credentials is a
     :class:`~streamdetect.stream.broker.BrokerError` saying so."""
@@ -291,7 +291,7 @@ def publish(
     topic in batches taking their turn with the views' (an empty table as one record with no rows: the
     worker then knows it has the table, and that it is empty). Waits until every record is acknowledged."""
     create_topics(topology, bootstrap, partitions)
-    producer = _connect(
+    producer = kafka_client(
         KafkaProducer,
         bootstrap,
         client_id="streamdetect-publish",
@@ -366,7 +366,7 @@ def read_records_with_keys(
     the other readers keep parts of these."""
     # Fetches as large as the largest record a streamdetect topic takes (a findings record can pass 1 MB).
     fetch = FINDINGS_MAX_BYTES + (1 << 20)
-    consumer = _connect(
+    consumer = kafka_client(
         KafkaConsumer, bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=fetch, fetch_max_bytes=fetch
     )
     try:
@@ -394,7 +394,7 @@ def read_range(
     """The records of one partition from offset ``start`` up to ``end`` (excluded): (offset, value,
     headers), in order (a consumer outside any group: it commits nothing). Records the log no longer
     holds (deleted by retention) are missing from the answer."""
-    consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
+    consumer = kafka_client(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
@@ -421,7 +421,7 @@ def committed_lag(bootstrap: str, group: str, topics: list[str]) -> int:
     partitions of the end offset minus the group's committed offset (the whole partition when it has
     committed none). Zero once the group has processed and committed everything published so far."""
     done = committed_offsets(bootstrap, group)
-    consumer = _connect(KafkaConsumer, bootstrap, enable_auto_commit=False)
+    consumer = kafka_client(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
         ends = consumer.end_offsets(partitions) if partitions else {}

@@ -26,6 +26,12 @@ def table_topic(topology: Topology) -> str:
     return topology.table.topic or f"{_prefix(topology)}.table"
 
 
+def changes_prefix(topology: Topology) -> str:
+    """The prefix of the topics Debezium writes the private table's changes to (``streamdetect connect``):
+    ``streamdetect.<topology>.changes``, the table's topic being ``<prefix>.<schema>.<table>``."""
+    return f"{_prefix(topology)}.changes"
+
+
 def findings_topic(topology: Topology) -> str:
     """Where raised and cleared findings go: ``streamdetect.<topology>.findings``."""
     return f"{_prefix(topology)}.findings"

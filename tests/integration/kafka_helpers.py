@@ -35,7 +35,25 @@ def table1_topology(tmp_path: Path, name: str, extra: str = "") -> Path:
     return path
 
 
-class Worker:
+class Subprocess:
+    """A streamdetect command running in a subprocess, killed or stopped by a test."""
+
+    process: subprocess.Popen[bytes]
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Worker(Subprocess):
     """``streamdetect worker`` in a subprocess (its output kept in a file, for a failing test to show)."""
 
     def __init__(
@@ -49,18 +67,6 @@ class Worker:
         command += ["--partitions", str(partitions), "--session-timeout", "10", *extra]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

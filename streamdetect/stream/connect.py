@@ -1,0 +1,303 @@
+"""Kafka Connect with Debezium's PostgreSQL connector, on this machine: the private table's changes onto
+Kafka, for ``streamdetect capture`` to turn into the views' records.
+
+Like the local broker (:mod:`streamdetect.stream.broker`), its jars come from Maven Central through Maven
+once (Kafka Connect's runtime, and Debezium's connector with PostgreSQL's JDBC driver), into the cache. It
+runs as a standalone Connect worker in a session of its own, its files in ``connect-<topology>/`` beside
+the jars: the configuration, the log, the pid, and the connector's offsets (its position in the
+write-ahead log), which stay when it stops, so that it starts again where it was; ``stop --forget`` removes
+them with the database's replication slot and publication.
+
+The connector reads the table through PostgreSQL's own logical decoding (``pgoutput``, no server plugin)
+from a replication slot of its own: it takes a snapshot of the table first, then streams every committed
+change. The table's change topic is created beforehand with one partition (its changes keep their
+order). The database's password is never written down: Connect reads it from ``PGPASSWORD`` in its
+environment (a configuration provider), else the JDBC driver reads ``.pgpass``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from streamdetect.io import postgres
+from streamdetect.io.cache import cache_dir
+from streamdetect.model.topology import Topology
+from streamdetect.stream.broker import (
+    KAFKA_VERSION,
+    BrokerError,
+    alive,
+    log4j_properties,
+    maven_jars,
+    maven_pom,
+    reap,
+    require_tools,
+    tail,
+)
+from streamdetect.stream.capture import capture_problems
+from streamdetect.stream.publish import kafka_client
+from streamdetect.stream.topics import changes_prefix
+
+DEBEZIUM_VERSION = "3.6.1.Final"
+DEFAULT_PORT = 8083
+_ILLEGAL = re.compile(r"[^a-z0-9_]")
+
+_WORKER = """bootstrap.servers={bootstrap}
+key.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+key.converter.schemas.enable=false
+value.converter.schemas.enable=false
+offset.storage.file.filename={offsets}
+offset.flush.interval.ms=1000
+listeners=http://127.0.0.1:{port}
+plugin.discovery=service_load
+config.providers=env
+config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
+"""
+
+_CONNECTOR = """name={name}
+connector.class=io.debezium.connector.postgresql.PostgresConnector
+tasks.max=1
+plugin.name=pgoutput
+database.hostname={host}
+database.port={port}
+database.user={user}
+database.dbname={dbname}
+{password}{ssl}topic.prefix={prefix}
+table.include.list={table}
+slot.name={slot}
+publication.name={slot}
+publication.autocreate.mode=filtered
+snapshot.mode=initial
+decimal.handling.mode=double
+tombstones.on.delete=false
+"""
+
+#: Debezium says what it does (snapshot steps, positions) at INFO; Connect and Kafka's clients only warn.
+_DEBEZIUM_LOG = "logger.debezium.name = io.debezium\nlogger.debezium.level = INFO\n"
+
+
+@dataclass(frozen=True)
+class Connect:
+    """A Connect worker :func:`start` started: its REST port, pid, files, and the change topic."""
+
+    port: int
+    pid: int
+    home: Path
+    topic: str
+
+    @property
+    def log(self) -> Path:
+        return self.home / "connect.log"
+
+
+def connect_jars(progress: Callable[[str], None] | None = None) -> Path:
+    """Kafka Connect's and Debezium's jars, fetched with Maven on first use (about 30 MB)."""
+    require_tools()
+    pom = maven_pom(
+        "kafka-connect",
+        [
+            ("org.apache.kafka", "connect-runtime", KAFKA_VERSION),
+            ("org.apache.kafka", "connect-json", KAFKA_VERSION),
+            ("io.debezium", "debezium-connector-postgres", DEBEZIUM_VERSION),
+        ],
+    )
+    what = f"Kafka Connect {KAFKA_VERSION} and Debezium {DEBEZIUM_VERSION}"
+    home = cache_dir() / f"connect-{KAFKA_VERSION}-debezium-{DEBEZIUM_VERSION}"
+    return maven_jars(home, pom, f"debezium-connector-postgres-{DEBEZIUM_VERSION}.jar", what, progress)
+
+
+def slot_name(topology: Topology) -> str:
+    """The replication slot (and publication) of ``topology``'s capture: ``streamdetect_<topology>``."""
+    return f"streamdetect_{_ILLEGAL.sub('_', topology.name.lower())}"[:63]
+
+
+def _home(topology: Topology) -> Path:
+    return cache_dir() / f"connect-{_ILLEGAL.sub('_', topology.name.lower())}"
+
+
+def running(topology: Topology) -> Connect | None:
+    """The Connect worker :func:`start` left running for ``topology``, if its process is alive."""
+    home = _home(topology)
+    try:
+        port, pid, topic = json.loads((home / "running.json").read_text()).values()
+    except (FileNotFoundError, ValueError):
+        return None
+    return Connect(int(port), int(pid), home, str(topic)) if alive(int(pid)) else None
+
+
+def start(
+    topology: Topology,
+    bootstrap: str,
+    *,
+    database: str | None = None,
+    port: int = DEFAULT_PORT,
+    timeout_s: float = 180.0,
+    progress: Callable[[str], None] | None = None,
+) -> Connect:
+    """Start Kafka Connect with Debezium's connector on ``topology``'s table (in ``database``, else
+    ``table.source``), writing its changes to the change topic; return once the connector's task runs. A
+    worker this function started for the topology and still running is returned as is.
+
+    Raises :class:`BrokerError` when Java or Maven is missing, the table's changes cannot be captured
+    exactly (said with the fix), or the connector does not run within ``timeout_s`` (with its log's end)."""
+    already = running(topology)
+    if already is not None:
+        return already
+    uri = database or topology.table.source
+    if not postgres.is_database(uri):
+        raise BrokerError("change capture reads a PostgreSQL table: give table.source as a postgresql:// URI")
+    assert uri is not None
+    table = postgres.captured_table(uri, topology.table.name, topology.table.attributes)
+    problems = capture_problems(table)
+    if problems:
+        raise BrokerError("; ".join(problems))
+    libs = connect_jars(progress)
+    home = _home(topology)
+    home.mkdir(parents=True, exist_ok=True)
+    prefix = changes_prefix(topology)
+    topic = f"{prefix}.{table.schema}.{table.name}"
+    _create_change_topic(bootstrap, topic)
+    name = f"streamdetect-{_ILLEGAL.sub('-', topology.name.lower())}"
+    (home / "worker.properties").write_text(_WORKER.format(bootstrap=bootstrap, offsets=home / "offsets", port=port))
+    (home / "connector.properties").write_text(
+        _connector(name, uri, prefix, f"{table.schema}.{table.name}", slot_name(topology))
+    )
+    (home / "log4j2.properties").write_text(log4j_properties(home / "connect.log", "WARN", _DEBEZIUM_LOG))
+    if progress is not None:
+        progress(f"starting Kafka Connect with Debezium's PostgreSQL connector (REST on 127.0.0.1:{port})")
+    command = [
+        "java",
+        "-Xmx512m",
+        f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+        "-cp",
+        str(libs / "*"),
+        "org.apache.kafka.connect.cli.ConnectStandalone",
+        str(home / "worker.properties"),
+        str(home / "connector.properties"),
+    ]
+    with (home / "stdout.log").open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    (home / "running.json").write_text(json.dumps({"port": port, "pid": process.pid, "topic": topic}))
+    connect = Connect(port, process.pid, home, topic)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BrokerError(
+                f"Kafka Connect exited with code {process.returncode}: {tail(connect.log)} {tail(home / 'stdout.log')}"
+            )
+        state = _state(port, name)
+        if state == "RUNNING":
+            return connect
+        if state == "FAILED":
+            trace = _failure(port, name)
+            stop(topology)
+            raise BrokerError(f"Debezium's connector failed: {trace}")
+        time.sleep(0.5)
+    stop(topology)
+    raise BrokerError(f"Debezium's connector did not run within {timeout_s:.0f} s: {tail(connect.log)}")
+
+
+def stop(topology: Topology, *, forget: bool = False, database: str | None = None, timeout_s: float = 30.0) -> bool:
+    """Stop the Connect worker of ``topology`` (SIGTERM, then SIGKILL after ``timeout_s``); False when none
+    ran. ``forget``: also remove its offsets, and the replication slot and publication in the database, so
+    that a next start takes a new snapshot (the view topics must then start empty too)."""
+    connect = running(topology)
+    if connect is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(connect.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while alive(connect.pid) and time.monotonic() < deadline:
+            reap(connect.pid)
+            time.sleep(0.2)
+        if alive(connect.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(connect.pid, signal.SIGKILL)
+            while alive(connect.pid):
+                reap(connect.pid)
+                time.sleep(0.1)
+    if forget:
+        uri = database or topology.table.source
+        if postgres.is_database(uri):
+            assert uri is not None
+            postgres.drop_slot(uri, slot_name(topology))
+        shutil.rmtree(_home(topology), ignore_errors=True)
+    return connect is not None
+
+
+def _connector(name: str, uri: str, prefix: str, table: str, slot: str) -> str:
+    parts = urlsplit(uri)
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    password = "database.password=${env:PGPASSWORD}\n" if os.environ.get("PGPASSWORD") else ""
+    ssl = f"database.sslmode={query['sslmode']}\n" if "sslmode" in query else ""
+    return _CONNECTOR.format(
+        name=name,
+        host=parts.hostname or "localhost",
+        port=parts.port or 5432,
+        user=unquote(parts.username or os.environ.get("PGUSER", "postgres")),
+        dbname=unquote(parts.path.lstrip("/")) or os.environ.get("PGDATABASE", "postgres"),
+        password=password,
+        ssl=ssl,
+        prefix=prefix,
+        table=table,
+        slot=slot,
+    )
+
+
+def _create_change_topic(bootstrap: str, topic: str) -> None:
+    """The change topic with one partition, unless it exists (then it must have one)."""
+    from kafka import KafkaAdminClient  # noqa: PLC0415
+    from kafka.admin import NewTopic  # noqa: PLC0415
+    from kafka.errors import TopicAlreadyExistsError  # noqa: PLC0415
+
+    admin = kafka_client(KafkaAdminClient, bootstrap, client_id="streamdetect-connect")
+    try:
+        with contextlib.suppress(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(topic, 1, 1)])
+        described = admin.describe_topics([topic])
+        partitions = len(described[0]["partitions"]) if described else 1
+        if partitions != 1:
+            raise BrokerError(f"the change topic {topic} has {partitions} partitions; its changes need exactly one")
+    finally:
+        admin.close()
+
+
+def _state(port: int, name: str) -> str | None:
+    """The connector's task state from Connect's REST API (None: not answering yet)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=2) as response:
+            status = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    tasks = status.get("tasks") or []
+    states = [status.get("connector", {}).get("state"), *(task.get("state") for task in tasks)]
+    if "FAILED" in states:
+        return "FAILED"
+    return "RUNNING" if tasks and all(state == "RUNNING" for state in states) else None
+
+
+def _failure(port: int, name: str) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=2) as response:
+            status = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return "(no status)"
+    traces = [task.get("trace", "") for task in status.get("tasks", [])] + [
+        status.get("connector", {}).get("trace", "")
+    ]
+    lines = [line for trace in traces if trace for line in trace.splitlines()[:3]]
+    return " ".join(lines) or "(no trace)"
