@@ -501,6 +501,48 @@ def stream_command(
         click.echo(f"warning: the worker reports {name} incomplete: {why}", err=True)
 
 
+@bench.command("capture")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@BOOTSTRAP
+@click.option("--changes", default=100_000, show_default=True, type=click.IntRange(min=4), help="Row changes made.")
+@click.option("--rate", default=10_000.0, show_default=True, type=click.FloatRange(min=1), help="Changes per second.")
+@click.option("--batch", default=500, show_default=True, type=click.IntRange(min=4), help="Changes per transaction.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the changes.")
+@click.option(
+    "--mix",
+    default="2:1:1",
+    show_default=True,
+    help="Proportions of updates, inserts and deletes (U:I:D); an update sets the sensitive attribute.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def capture_command(
+    topology: Path, bootstrap: str, changes: int, rate: float, batch: int, seed: int, mix: str, as_json: bool
+) -> None:
+    """Commit row changes to a copy of TOPOLOGY's table (in PostgreSQL) while Debezium, the capture and a
+    worker carry them to the findings: changes/s, detection latency from the commit, findings against check."""
+    from streamdetect.bench.capture import run_capture_bench
+
+    parts = mix.split(":")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts) or not any(int(part) for part in parts):
+        raise click.BadParameter(f"expected U:I:D, three whole numbers not all 0, found {mix!r}", param_hint="--mix")
+    proportions = (int(parts[0]), int(parts[1]), int(parts[2]))
+    outcome = run_capture_bench(
+        topology, bootstrap, changes=changes, rate=rate, batch=batch, seed=seed, mix=proportions
+    )
+    if as_json:
+        click.echo(json.dumps(outcome))
+        return
+    latency = outcome["detection_latency_s"]
+    click.echo(
+        f"{outcome['changes']:,} row changes on {outcome['table_rows']:,} rows, written in {outcome['write_s']:.1f} s: "
+        f"{outcome['captured_per_second']:,.0f} changes/s captured, {outcome['folded_per_second']:,.0f} changes/s "
+        f"until the worker committed every record; detection latency from the commit p50 {_seconds(latency['p50'])}, "
+        f"p99 {_seconds(latency['p99'])} (<= {latency['p99_le']}); {outcome['findings']:,} open findings, "
+        f"{'the same as' if outcome['same_as_check'] else 'NOT the same as'} check's on the database"
+    )
+
+
 def _seconds(value: float | None) -> str:
     """A latency estimate for the summary line ("-" when there was none)."""
     return "-" if value is None else f"{value:.2f} s"

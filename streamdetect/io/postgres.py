@@ -160,6 +160,19 @@ def captured_table(uri: str, table: str, attributes: Sequence[str]) -> CapturedT
     )
 
 
+def execute(uri: str, *statements: str) -> None:
+    """Run ``statements`` on the database, each committed (the benchmarks' own tables)."""
+    with _connect(uri, "the database", read_only=False) as connection:
+        for statement in statements:
+            connection.execute(statement)
+
+
+def query(uri: str, sql: str) -> list[tuple[Any, ...]]:
+    """The rows ``sql`` returns (read-only)."""
+    with _connect(uri, "the database") as connection:
+        return list(connection.execute(sql).fetchall())
+
+
 def drop_slot(uri: str, slot: str) -> None:
     """Drop the replication slot ``slot`` and the publication of that name, where they exist (a capture
     forgotten: an unused slot keeps the server's write-ahead log from being recycled)."""

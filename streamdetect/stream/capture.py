@@ -118,7 +118,13 @@ def run_capture(
     create_topics(topology, bootstrap)
     group = f"streamdetect-{topology.name}-capture"
     consumer = kafka_client(
-        KafkaConsumer, bootstrap, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"
+        KafkaConsumer,
+        bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=16 << 20,  # a run of changes (both images, JSON) in one fetch
+        fetch_max_bytes=64 << 20,
     )
     producer = kafka_client(KafkaProducer, bootstrap, acks="all", linger_ms=5, client_id=group)
     try:

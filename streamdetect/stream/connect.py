@@ -65,6 +65,9 @@ listeners=http://127.0.0.1:{port}
 plugin.discovery=service_load
 config.providers=env
 config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
+# Change events are large (both images, JSON): batched on their way to the broker.
+producer.linger.ms=10
+producer.batch.size=524288
 """
 
 _CONNECTOR = """name={name}
@@ -83,6 +86,10 @@ publication.autocreate.mode=filtered
 snapshot.mode=initial
 decimal.handling.mode=double
 tombstones.on.delete=false
+# Batches of changes handed to Connect as soon as they are read (the default waits 500 ms between polls).
+poll.interval.ms=20
+max.batch.size=8192
+max.queue.size=32768
 """
 
 #: Debezium says what it does (snapshot steps, positions) at INFO; Connect and Kafka's clients only warn.
