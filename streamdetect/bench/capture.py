@@ -49,6 +49,7 @@ def run_capture_bench(
     batch: int = 500,
     seed: int = 0,
     mix: tuple[int, int, int] = (2, 1, 1),
+    coalesce: int = 32,
     timeout_s: float = 1800.0,
 ) -> dict[str, Any]:
     """Measure the capture path on a copy of ``path``'s table (module docstring)."""
@@ -76,7 +77,7 @@ def run_capture_bench(
         port = free_port()
         try:
             worker = _start(
-                ["worker", "--metrics-port", str(port), "--datadir", str(directory / "w")],
+                ["worker", "--metrics-port", str(port), "--datadir", str(directory / "w"), "--coalesce", str(coalesce)],
                 topology,
                 bootstrap,
                 directory,
@@ -108,6 +109,7 @@ def run_capture_bench(
                 "rate": rate,
                 "batch": batch,
                 "mix": {"updates": mix[0], "inserts": mix[1], "deletes": mix[2]},
+                "coalesce": coalesce,
                 "write_s": written - began,
                 "captured_per_second": changed / (captured - began),
                 "folded_per_second": changed / (folded - began),

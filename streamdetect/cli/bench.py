@@ -514,10 +514,25 @@ def stream_command(
     show_default=True,
     help="Proportions of updates, inserts and deletes (U:I:D); an update sets the sensitive attribute.",
 )
+@click.option(
+    "--coalesce",
+    default=32,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="The worker's --coalesce: records folded together at most.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_cleanly
 def capture_command(
-    topology: Path, bootstrap: str, changes: int, rate: float, batch: int, seed: int, mix: str, as_json: bool
+    topology: Path,
+    bootstrap: str,
+    changes: int,
+    rate: float,
+    batch: int,
+    seed: int,
+    mix: str,
+    coalesce: int,
+    as_json: bool,
 ) -> None:
     """Commit row changes to a copy of TOPOLOGY's table (in PostgreSQL) while Debezium, the capture and a
     worker carry them to the findings: changes/s, detection latency from the commit, findings against check."""
@@ -528,7 +543,7 @@ def capture_command(
         raise click.BadParameter(f"expected U:I:D, three whole numbers not all 0, found {mix!r}", param_hint="--mix")
     proportions = (int(parts[0]), int(parts[1]), int(parts[2]))
     outcome = run_capture_bench(
-        topology, bootstrap, changes=changes, rate=rate, batch=batch, seed=seed, mix=proportions
+        topology, bootstrap, changes=changes, rate=rate, batch=batch, seed=seed, mix=proportions, coalesce=coalesce
     )
     if as_json:
         click.echo(json.dumps(outcome))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -266,7 +267,7 @@ class DetectorService:
         """Fold several records (value, headers, view) in as few Detector updates as their order allows
         (:func:`runs`): one outcome per record, in order. A run's outcome (its events, writes, findings)
         is the last record's; the others of the run are ``merged`` into it. A run the Detector refuses
-        whole is folded record by record, so a bad record is a dead letter and the others go in."""
+        whole is folded in halves (:meth:`fold_run`), so a bad record is a dead letter and the others go in."""
         outcomes: list[Outcome] = []
         reads: list[tuple[int, Publication]] = []
         for value, headers, view in records:
@@ -282,8 +283,9 @@ class DetectorService:
 
     def fold_run(self, run: Sequence[Publication]) -> list[Outcome]:
         """Fold the publications of one run (:func:`runs`) in one Detector update; one outcome each (the
-        last carries the run's events and writes). Falls back to one update per publication when the
-        Detector refuses the run whole."""
+        last carries the run's events and writes). When the Detector refuses the run whole, its two halves
+        are folded apart, and so on down to the one publication refused (a dead letter): the others still
+        go in together, in order, as one by one they would."""
         fresh: list[Publication] = []  # publications compare by identity here (their rows are frames)
         for read in run:
             if read.batch_id not in self.applied and all(read.batch_id != other.batch_id for other in fresh):
@@ -293,8 +295,9 @@ class DetectorService:
             return [self.fold(read) if id(read) in taken else Outcome(replayed=True, publication=read) for read in run]
         try:
             folded = self._fold(fresh, merged_batch(fresh))
-        except (StreamdetectError, pl.exceptions.PolarsError):  # one record spoils the run: one by one
-            return [self.fold(read) for read in run]
+        except (StreamdetectError, pl.exceptions.PolarsError):  # a record spoils the run: its halves apart
+            half = len(run) // 2
+            return [*self.fold_run(run[:half]), *self.fold_run(run[half:])]
         last = id(fresh[-1])
         return [
             folded
@@ -454,22 +457,16 @@ def _epoch(stamp: bytes) -> float:
 
 
 def runs(reads: Sequence[Publication], *, windowed: bool = False) -> list[list[Publication]]:
-    """Consecutive publications that one Detector update may fold together, in order: a batch applies
-    its withdrawals before its additions, so a withdrawal from a view that the run added to starts a new
-    run (it could withdraw those very rows); with a time window, so does another publication time (a
-    batch has one). O(len(reads))."""
+    """Consecutive publications that one Detector update may fold together, in order: all of them, as
+    :func:`merged_batch` nets a withdrawal against the rows the run added before it; with a time window, a
+    run breaks where the publication time changes (a batch has one). O(len(reads))."""
     out: list[list[Publication]] = []
     current: list[Publication] = []
-    added: set[str | None] = set()  # views added to (None: the table)
     for read in reads:
-        if current and (
-            (read.op == "retract" and read.view in added) or (windowed and read.published != current[-1].published)
-        ):
+        if current and windowed and read.published != current[-1].published:
             out.append(current)
-            current, added = [], set()
+            current = []
         current.append(read)
-        if read.op == "add":
-            added.add(read.view)
     if current:
         out.append(current)
     return out
@@ -479,11 +476,27 @@ def merged_batch(reads: Sequence[Publication]) -> Batch:
     """One batch of one or more publications' rows (a view's frames stacked; frames of one view must have
     the same schema, else polars raises; the table's rows go to ``table``, ``retracted_table``); published
     at the latest of the views' times. The private table is not a publication: its records do not move a
-    time window on (a batch of table rows only has no publication time)."""
+    time window on (a batch of table rows only has no publication time).
+
+    A batch applies its withdrawals before its additions, so where a view's withdrawal comes after rows
+    the run added to it, the view's rows are netted in order: a withdrawn row takes back a row the run
+    added before it when there is one, else it is a withdrawal of a row published before the run. The
+    batch then leaves the rows as the publications one by one would; where one of them would be refused,
+    the batch is too (a withdrawal of a row published neither before nor earlier in the run), and the
+    worker folds the run one by one (:meth:`DetectorService.fold_run`)."""
     views: dict[str | None, list[pl.DataFrame]] = {}
     retracted: dict[str | None, list[pl.DataFrame]] = {}
+    ordered: dict[str | None, list[Publication]] = {}
     for read in reads:
-        (retracted if read.op == "retract" else views).setdefault(read.view, []).append(read.rows)
+        ordered.setdefault(read.view, []).append(read)
+    for view, publications in ordered.items():
+        first_add = next((i for i, read in enumerate(publications) if read.op == "add"), len(publications))
+        if any(read.op == "retract" for read in publications[first_add:]):
+            before_run, added = _netted(publications)
+            retracted[view], views[view] = [before_run], [added]
+            continue
+        for read in publications:
+            (retracted if read.op == "retract" else views).setdefault(view, []).append(read.rows)
     table = views.pop(None, None)
     withdrawn = retracted.pop(None, None)
     published = [read.published for read in reads if read.view is not None]
@@ -494,6 +507,25 @@ def merged_batch(reads: Sequence[Publication]) -> Batch:
         retracted_table=pl.concat(withdrawn, how="vertical") if withdrawn is not None else None,
         published=max(published).timestamp() if published else None,
     )
+
+
+def _netted(publications: Sequence[Publication]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One view's publications in order as the rows withdrawn from before the run and the rows added
+    (:func:`merged_batch`). O(rows)."""
+    pending: Counter[tuple[Any, ...]] = Counter()
+    before: list[tuple[Any, ...]] = []
+    for read in publications:
+        if read.op == "add":
+            pending.update(read.rows.iter_rows())
+            continue
+        for row in read.rows.iter_rows():
+            if pending[row] > 0:
+                pending[row] -= 1
+            else:
+                before.append(row)
+    schema = publications[0].rows.schema
+    added = [row for row, count in pending.items() for _ in range(count)]
+    return pl.DataFrame(before, schema=schema, orient="row"), pl.DataFrame(added, schema=schema, orient="row")
 
 
 def _refused(message: str) -> DeadLetter:

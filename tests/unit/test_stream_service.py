@@ -15,7 +15,7 @@ from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.stream.events import finding_event, finding_events, open_findings
 from streamdetect.stream.records import Publication, encode_publication
-from streamdetect.stream.service import DetectorService, Outcome, runs
+from streamdetect.stream.service import DetectorService, Outcome, merged_batch, runs
 from streamdetect.stream.state_log import (
     DETECTOR_KEY,
     FINGERPRINT_KEY,
@@ -167,18 +167,32 @@ def test_a_run_attributes_its_findings_to_its_last_record_and_lists_them_all() -
     assert len(outcomes[1].writes) == 1  # one state entry for the run
 
 
-def test_runs_break_where_a_withdrawal_could_take_rows_the_run_added() -> None:
+def test_runs_break_only_where_a_time_window_needs_one_publication_time() -> None:
     rows = pl.DataFrame({"A": [1]})
     later = WHEN + dt.timedelta(seconds=1)
     reads = [
         Publication("v1", "add", "a", WHEN, rows),
-        Publication("v2", "retract", "b", WHEN, rows),  # another view: same run
+        Publication("v2", "retract", "b", WHEN, rows),
         Publication("v2", "add", "c", WHEN, rows),
-        Publication("v1", "retract", "d", WHEN, rows),  # v1 was added in this run: a new run
+        Publication("v1", "retract", "d", WHEN, rows),  # netted against the run's addition to v1
         Publication("v1", "add", "e", later, rows),
     ]
-    assert [[r.batch_id for r in run] for run in runs(reads)] == [["a", "b", "c"], ["d", "e"]]
-    assert [[r.batch_id for r in run] for run in runs(reads, windowed=True)] == [["a", "b", "c"], ["d"], ["e"]]
+    assert [[r.batch_id for r in run] for run in runs(reads)] == [["a", "b", "c", "d", "e"]]
+    assert [[r.batch_id for r in run] for run in runs(reads, windowed=True)] == [["a", "b", "c", "d"], ["e"]]
+
+
+def test_a_run_nets_a_withdrawal_against_the_rows_it_added_before_it() -> None:
+    one, two, three = (pl.DataFrame({"A": [value]}) for value in (1, 2, 3))
+    reads = [
+        Publication("v1", "retract", "a", WHEN, one),  # published before the run
+        Publication("v1", "add", "b", WHEN, pl.concat([two, two, three])),
+        Publication("v1", "retract", "c", WHEN, pl.concat([two, one])),  # one of the 2s; 1 again: before
+        Publication("v2", "add", "d", WHEN, one),
+    ]
+    batch = merged_batch(reads)
+    assert sorted(batch.retracted["v1"].get_column("A").to_list()) == [1, 1]
+    assert sorted(batch.views["v1"].get_column("A").to_list()) == [2, 3]
+    assert batch.views["v2"].get_column("A").to_list() == [1]
 
 
 def test_an_entry_bigger_than_a_record_is_written_in_chunks_and_restored_only_whole() -> None:
