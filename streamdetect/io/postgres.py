@@ -20,6 +20,7 @@ attribute ``Name``).
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -173,14 +174,34 @@ def query(uri: str, sql: str) -> list[tuple[Any, ...]]:
         return list(connection.execute(sql).fetchall())
 
 
-def drop_slot(uri: str, slot: str) -> None:
+def drop_slot(uri: str, slot: str, *, timeout_s: float = 30.0) -> None:
     """Drop the replication slot ``slot`` and the publication of that name, where they exist (a capture
-    forgotten: an unused slot keeps the server's write-ahead log from being recycled)."""
-    with _connect(uri, "the database", read_only=False) as connection:
-        connection.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-        )
-        connection.execute(f"DROP PUBLICATION IF EXISTS {_quoted(slot)}")
+    forgotten: an unused slot keeps the server's write-ahead log from being recycled). A slot still held
+    by a connection that is going away (its connector just stopped) is tried again for ``timeout_s``."""
+    import psycopg  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with _connect(uri, "the database", read_only=False) as connection:
+                connection.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+                    (slot,),
+                )
+                connection.execute(f"DROP PUBLICATION IF EXISTS {_quoted(slot)}")
+            return
+        except psycopg.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise TopologyError(
+                    f"the replication slot {slot} is still in use in {shown(uri)}: stop what reads it, then "
+                    f"SELECT pg_drop_replication_slot('{slot}')"
+                ) from None
+            time.sleep(0.5)
+        except psycopg.Error as exc:
+            raise TopologyError(
+                f"could not drop the replication slot {slot} in {shown(uri)} ({_first_line(exc)}): drop it by hand, "
+                f"SELECT pg_drop_replication_slot('{slot}'), and DROP PUBLICATION {slot}"
+            ) from None
 
 
 def _connect(uri: str, key: str, *, read_only: bool = True) -> psycopg.Connection[Any]:

@@ -238,11 +238,11 @@ def stop(topology: Topology, *, forget: bool = False, database: str | None = Non
                 reap(connect.pid)
                 time.sleep(0.1)
     if forget:
+        shutil.rmtree(_home(topology), ignore_errors=True)
         uri = database or topology.table.source
         if postgres.is_database(uri):
             assert uri is not None
             postgres.drop_slot(uri, slot_name(topology))
-        shutil.rmtree(_home(topology), ignore_errors=True)
     return connect is not None
 
 
