@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 import streamdetect
-from streamdetect.bench.stream import _quantiles
+from streamdetect.bench.stream import quantiles
 from streamdetect.errors import TopologyError
 from streamdetect.io import postgres
 from streamdetect.io.topology_file import load_topology
@@ -113,7 +113,7 @@ def run_capture_bench(
                 "write_s": written - began,
                 "captured_per_second": changed / (captured - began),
                 "folded_per_second": changed / (folded - began),
-                "detection_latency_s": _quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
+                "detection_latency_s": quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
                 "findings": len(findings),
                 "same_as_check": set(findings) == expected,
                 "incomplete": incomplete,

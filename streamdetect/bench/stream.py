@@ -76,7 +76,7 @@ def _quantile(samples: Mapping[str, float], histogram: str, fraction: float) -> 
     return None
 
 
-def _quantiles(samples: Mapping[str, float], histogram: str, *fractions: float) -> dict[str, float | None]:
+def quantiles(samples: Mapping[str, float], histogram: str, *fractions: float) -> dict[str, float | None]:
     """``p50``, ``p99``...: the estimates of :func:`_quantile`, each with its bucket's bound
     (``p99_le``)."""
     figures: dict[str, float | None] = {}
@@ -251,8 +251,8 @@ class _Run:
             # the workers' rate (with --rate, at most the publication's). One stage only: with a route
             # stage the rows are counted when routed, before the units fold them.
             "folded_rows_per_second": streamed / (folded - began) if partitions == 1 else None,
-            "detection_latency_s": _quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
-            "batch_s": _quantiles(samples, "streamdetect_batch_processing_seconds", 0.99),
+            "detection_latency_s": quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
+            "batch_s": quantiles(samples, "streamdetect_batch_processing_seconds", 0.99),
             "findings": len(findings),
             "same_as_check": set(findings) == expected,
             "incomplete": incomplete,

@@ -318,12 +318,13 @@ def _reading(progress: ProgressFactory | None, what: str) -> postgres.ReadProgre
     """A database read's progress as a bar of its own (rows read, of the rows the database expects)."""
     if progress is None:
         return None
-    bars: dict[str, Callable[[int, int], None]] = {}
+    bar: Callable[[int, int], None] | None = None
 
     def advance(done: int, total: int | None) -> None:
-        if "bar" not in bars:
-            bars["bar"] = progress(what, total or 0)
-        bars["bar"](done, total or done)
+        nonlocal bar
+        if bar is None:  # the bar appears with the first report, which gives the rows expected
+            bar = progress(what, total or 0)
+        bar(done, total or done)
 
     return advance
 

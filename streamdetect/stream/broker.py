@@ -228,7 +228,7 @@ def _home(port: int) -> Path:
 def alive(pid: int) -> bool:
     """Whether the process ``pid`` runs (a process of another user's counts; a child of ours that
     exited is reaped first, or it would stay a zombie that looks alive)."""
-    reap(pid)
+    _reap(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -371,21 +371,27 @@ def stop(port: int = DEFAULT_PORT, *, timeout_s: float = 30.0) -> bool:
     if broker is None:
         shutil.rmtree(home, ignore_errors=True)
         return False
-    os.killpg(broker.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while alive(broker.pid) and time.monotonic() < deadline:
-        reap(broker.pid)
-        time.sleep(0.2)
-    if alive(broker.pid):
-        os.killpg(broker.pid, signal.SIGKILL)
-        while alive(broker.pid):
-            reap(broker.pid)
-            time.sleep(0.1)
+    terminate(broker.pid, timeout_s)
     shutil.rmtree(home, ignore_errors=True)
     return True
 
 
-def reap(pid: int) -> None:
+def terminate(pid: int, timeout_s: float) -> None:
+    """Stop the process group ``pid`` leads (a server started in a session of its own): SIGTERM, then
+    SIGKILL after ``timeout_s``; returns once it is gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.1)
+
+
+def _reap(pid: int) -> None:
     """Collect the exit status when the broker is our own child (else it stays a zombie, 'alive')."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)

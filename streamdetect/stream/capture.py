@@ -22,7 +22,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +37,7 @@ from streamdetect.model.topology import Topology
 from streamdetect.stream.broker import BrokerError
 from streamdetect.stream.changes import Change, ChangeTranslator, Progress, read_change
 from streamdetect.stream.publish import create_topics, input_topics, kafka_client
-from streamdetect.stream.records import TABLE_LABEL, Carried, Publication, encode_publication
-from streamdetect.stream.settings import DEFAULT_MAX_BYTES
+from streamdetect.stream.records import TABLE_LABEL, Carried, Publication, split_publication
 from streamdetect.stream.topics import changes_prefix, table_topic, view_topic
 
 log = logging.getLogger(__name__)
@@ -52,10 +51,12 @@ _PLAN = 1  # the version of the plan kept in the offset's metadata
 
 @dataclass(frozen=True)
 class Capture:
-    """What a capture reads and writes: the change topic, the table's database and its translator."""
+    """What a capture reads and writes: the change topic, the table's database and the table there, the
+    translator and the topic of each target (a view's name, None for the table)."""
 
     topic: str
     uri: str
+    table: postgres.CapturedTable
     translator: ChangeTranslator
     targets: dict[str | None, str]
 
@@ -72,7 +73,7 @@ def capture_of(topology: Topology, database: str | None = None) -> Capture:
         )
     assert uri is not None
     table = postgres.captured_table(uri, topology.table.name, topology.table.attributes)
-    problems = capture_problems(table)
+    problems = _problems(table)
     if problems:
         raise TopologyError("; ".join(problems), file=postgres.shown(uri))
     declared = topology.table.types
@@ -86,10 +87,10 @@ def capture_of(topology: Topology, database: str | None = None) -> Capture:
     targets: dict[str | None, str] = {view.name: view_topic(topology, view) for view in topology.views}
     if with_table:
         targets[None] = table_topic(topology)
-    return Capture(f"{changes_prefix(topology)}.{table.schema}.{table.name}", uri, translator, targets)
+    return Capture(f"{changes_prefix(topology)}.{table.schema}.{table.name}", uri, table, translator, targets)
 
 
-def capture_problems(table: postgres.CapturedTable) -> list[str]:
+def _problems(table: postgres.CapturedTable) -> list[str]:
     """What keeps ``table``'s changes from being captured exactly, each with its fix."""
     problems = []
     if not table.logical:
@@ -234,7 +235,8 @@ def _send(
         for op, frame in (("retract", withdrawn), ("add", added)):
             if frame.is_empty():
                 continue
-            for value, headers in _records(target, op, frame, f"changes.{run}.{label}.{op}", published):
+            publication = Publication(target, op, f"changes.{run}.{label}.{op}", published, frame)  # type: ignore[arg-type]
+            for value, headers, _ in split_publication(publication):
                 future = producer.send(capture.targets[target], value=value, key=label.encode(), headers=headers)
                 future.add_errback(failures.append)
                 sent += 1
@@ -242,17 +244,3 @@ def _send(
     if failures:
         raise BrokerError(f"sending the changes' records failed: {failures[0]}")
     return sent
-
-
-def _records(
-    target: str | None, op: str, rows: pl.DataFrame, batch: str, published: dt.datetime
-) -> Iterator[tuple[bytes, list[tuple[str, bytes]]]]:
-    """One batch as records under the size limit, halved until each fits; the parts' ids follow from the
-    rows, so a run translated again gives the same ids."""
-    value, headers = encode_publication(Publication(target, op, batch, published, rows))  # type: ignore[arg-type]
-    if len(value) <= DEFAULT_MAX_BYTES or rows.height <= 1:
-        yield value, headers
-        return
-    half = rows.height // 2
-    yield from _records(target, op, rows.head(half), f"{batch}.0", published)
-    yield from _records(target, op, rows.slice(half), f"{batch}.1", published)

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -30,6 +29,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from streamdetect.io import postgres
@@ -42,11 +42,11 @@ from streamdetect.stream.broker import (
     log4j_properties,
     maven_jars,
     maven_pom,
-    reap,
     require_tools,
     tail,
+    terminate,
 )
-from streamdetect.stream.capture import capture_problems
+from streamdetect.stream.capture import capture_of
 from streamdetect.stream.publish import kafka_client
 from streamdetect.stream.topics import changes_prefix
 
@@ -158,29 +158,22 @@ def start(
     ``table.source``), writing its changes to the change topic; return once the connector's task runs. A
     worker this function started for the topology and still running is returned as is.
 
-    Raises :class:`BrokerError` when Java or Maven is missing, the table's changes cannot be captured
-    exactly (said with the fix), or the connector does not run within ``timeout_s`` (with its log's end)."""
+    Raises :class:`~streamdetect.errors.TopologyError` when the table's changes cannot be captured exactly
+    (said with the fix), :class:`BrokerError` when Java or Maven is missing or the connector does not run
+    within ``timeout_s`` (with its log's end)."""
     already = running(topology)
     if already is not None:
         return already
-    uri = database or topology.table.source
-    if not postgres.is_database(uri):
-        raise BrokerError("change capture reads a PostgreSQL table: give table.source as a postgresql:// URI")
-    assert uri is not None
-    table = postgres.captured_table(uri, topology.table.name, topology.table.attributes)
-    problems = capture_problems(table)
-    if problems:
-        raise BrokerError("; ".join(problems))
+    capture = capture_of(topology, database)  # the table's changes can be captured exactly, or says why
+    uri, table, topic = capture.uri, capture.table, capture.topic
     libs = connect_jars(progress)
     home = _home(topology)
     home.mkdir(parents=True, exist_ok=True)
-    prefix = changes_prefix(topology)
-    topic = f"{prefix}.{table.schema}.{table.name}"
     _create_change_topic(bootstrap, topic)
     name = f"streamdetect-{_ILLEGAL.sub('-', topology.name.lower())}"
     (home / "worker.properties").write_text(_WORKER.format(bootstrap=bootstrap, offsets=home / "offsets", port=port))
     (home / "connector.properties").write_text(
-        _connector(name, uri, prefix, f"{table.schema}.{table.name}", slot_name(topology))
+        _connector(name, uri, changes_prefix(topology), f"{table.schema}.{table.name}", slot_name(topology))
     )
     (home / "log4j2.properties").write_text(log4j_properties(home / "connect.log", "WARN", _DEBEZIUM_LOG))
     if progress is not None:
@@ -207,11 +200,13 @@ def start(
             raise BrokerError(
                 f"Kafka Connect exited with code {process.returncode}: {tail(connect.log)} {tail(home / 'stdout.log')}"
             )
-        state = _state(port, name)
+        status = _status(port, name)
+        state = _state(status)
         if state == "RUNNING":
             return connect
         if state == "FAILED":
-            trace = _failure(port, name)
+            assert status is not None
+            trace = _failure(status)
             stop(topology)
             raise BrokerError(f"Debezium's connector failed: {trace}")
         time.sleep(0.5)
@@ -225,18 +220,7 @@ def stop(topology: Topology, *, forget: bool = False, database: str | None = Non
     that a next start takes a new snapshot (the view topics must then start empty too)."""
     connect = running(topology)
     if connect is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(connect.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while alive(connect.pid) and time.monotonic() < deadline:
-            reap(connect.pid)
-            time.sleep(0.2)
-        if alive(connect.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(connect.pid, signal.SIGKILL)
-            while alive(connect.pid):
-                reap(connect.pid)
-                time.sleep(0.1)
+        terminate(connect.pid, timeout_s)
     if forget:
         shutil.rmtree(_home(topology), ignore_errors=True)
         uri = database or topology.table.source
@@ -283,12 +267,19 @@ def _create_change_topic(bootstrap: str, topic: str) -> None:
         admin.close()
 
 
-def _state(port: int, name: str) -> str | None:
-    """The connector's task state from Connect's REST API (None: not answering yet)."""
+def _status(port: int, name: str) -> dict[str, Any] | None:
+    """The connector's status from Connect's REST API (None: not answering yet)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=2) as response:
             status = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def _state(status: dict[str, Any] | None) -> str | None:
+    """``RUNNING`` once the connector and its tasks run, ``FAILED`` when one failed, else None."""
+    if status is None:
         return None
     tasks = status.get("tasks") or []
     states = [status.get("connector", {}).get("state"), *(task.get("state") for task in tasks)]
@@ -297,14 +288,9 @@ def _state(port: int, name: str) -> str | None:
     return "RUNNING" if tasks and all(state == "RUNNING" for state in states) else None
 
 
-def _failure(port: int, name: str) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=2) as response:
-            status = json.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return "(no status)"
-    traces = [task.get("trace", "") for task in status.get("tasks", [])] + [
-        status.get("connector", {}).get("trace", "")
-    ]
+def _failure(status: dict[str, Any]) -> str:
+    """The first lines of the failed parts' traces."""
+    traces = [task.get("trace", "") for task in status.get("tasks", [])]
+    traces.append(status.get("connector", {}).get("trace", ""))
     lines = [line for trace in traces if trace for line in trace.splitlines()[:3]]
     return " ".join(lines) or "(no trace)"

@@ -37,7 +37,7 @@ from streamdetect.stream.records import (
     Format,
     Publication,
     Topic,
-    encode_publication,
+    split_publication,
 )
 from streamdetect.stream.security import from_environment
 from streamdetect.stream.settings import DEFAULT_MAX_BYTES
@@ -257,20 +257,6 @@ def batches(views: Mapping[K, pl.DataFrame], batch_rows: int) -> Iterator[tuple[
                 offsets[name] += batch_rows
 
 
-def _records(
-    view: str | None, rows: pl.DataFrame, form: Format, max_bytes: int
-) -> Iterator[tuple[bytes, list[tuple[str, bytes]], int]]:
-    """One batch as records under the size limit (halved until each fits)."""
-    publication = Publication(view, "add", uuid.uuid4().hex, dt.datetime.now(dt.UTC), rows)
-    value, headers = encode_publication(publication, form)
-    if len(value) <= max_bytes or rows.height <= 1:
-        yield value, headers, rows.height
-        return
-    half = rows.height // 2
-    yield from _records(view, rows.head(half), form, max_bytes)
-    yield from _records(view, rows.slice(half), form, max_bytes)
-
-
 def publish(
     topology: Topology,
     views: Mapping[str, pl.DataFrame],
@@ -314,7 +300,8 @@ def publish(
         for _ in itertools.count() if loop else range(1):
             empty = [(None, table.clear())] if table is not None and table.is_empty() else []
             for name, rows in [*empty, *batches(inputs, batch_rows)]:
-                for value, headers, count in _records(name, rows, form, max_bytes):
+                publication = Publication(name, "add", uuid.uuid4().hex, dt.datetime.now(dt.UTC), rows)
+                for value, headers, count in split_publication(publication, form, max_bytes):
                     key = dict(headers)["streamdetect-batch"]
                     future = producer.send(topics[name], value=value, key=key, headers=headers)
                     future.add_errback(failures.append)

@@ -26,8 +26,8 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Literal
 
@@ -133,6 +133,24 @@ def encode_publication(publication: Publication, form: Format = "arrow") -> tupl
         (HEADER_CONTENT, CONTENT_TYPES[form].encode()),
     ]
     return value, headers
+
+
+def split_publication(
+    publication: Publication, form: Format = "arrow", max_bytes: int = DEFAULT_MAX_BYTES
+) -> Iterator[tuple[bytes, list[tuple[str, bytes]], int]]:
+    """The publication as records under the size limit, halved until each fits (a one-row record is sent
+    as it is), with the rows each holds. The parts' batch ids are the publication's with ``.0`` or ``.1``
+    appended per halving: the same rows cut again give the same ids."""
+    value, headers = encode_publication(publication, form)
+    rows = publication.rows
+    if len(value) <= max_bytes or rows.height <= 1:
+        yield value, headers, rows.height
+        return
+    half = rows.height // 2
+    for suffix, part in ((".0", rows.head(half)), (".1", rows.slice(half))):
+        yield from split_publication(
+            replace(publication, batch_id=publication.batch_id + suffix, rows=part), form, max_bytes
+        )
 
 
 HEADER_CHANNEL = "streamdetect-channel"

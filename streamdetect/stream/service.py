@@ -483,7 +483,7 @@ def merged_batch(reads: Sequence[Publication]) -> Batch:
     added before it when there is one, else it is a withdrawal of a row published before the run. The
     batch then leaves the rows as the publications one by one would; where one of them would be refused,
     the batch is too (a withdrawal of a row published neither before nor earlier in the run), and the
-    worker folds the run one by one (:meth:`DetectorService.fold_run`)."""
+    worker folds the run's halves apart (:meth:`DetectorService.fold_run`)."""
     views: dict[str | None, list[pl.DataFrame]] = {}
     retracted: dict[str | None, list[pl.DataFrame]] = {}
     ordered: dict[str | None, list[Publication]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from streamdetect.bench.stream import _quantile, _quantiles
+from streamdetect.bench.stream import _quantile, quantiles
 from streamdetect.stream.metrics import samples
 
 NAME = "streamdetect_detection_latency_seconds"
@@ -33,7 +33,7 @@ def test_a_quantile_is_interpolated_in_its_bucket_as_histogram_quantile_does() -
 def test_no_samples_or_a_quantile_past_the_last_bound_gives_none() -> None:
     assert _quantile(_histogram([]), NAME, 0.99) is None
     assert _quantile(_histogram([0.1, 9.0]), NAME, 0.99) is None
-    assert _quantiles(_histogram([0.1, 9.0]), NAME, 0.5, 0.99) == {
+    assert quantiles(_histogram([0.1, 9.0]), NAME, 0.5, 0.99) == {
         "p50": pytest.approx(0.5),
         "p50_le": 0.5,
         "p99": None,
