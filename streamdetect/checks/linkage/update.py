@@ -15,6 +15,7 @@ from streamdetect.checks.linkage.arrivals import Arrivals, Step
 from streamdetect.checks.linkage.beyond import SearchProgress
 from streamdetect.checks.linkage.frames import (
     appended,
+    distinct_codes,
     having,
     record_codes,
 )
@@ -36,6 +37,10 @@ from streamdetect.relational.linked_values import SharedWork, cap_per_key, linke
 
 #: An update adding at least 1/BULK of the rows stored is a bulk load: it warms the caches (LinkageCheck.warm).
 BULK = 4
+
+
+#: A column naming which top task settled a pair (not an attribute name: it starts with NUL).
+_TOP = "\0top"
 
 
 class _Updates(_Results):
@@ -156,15 +161,22 @@ class _Updates(_Results):
     ) -> None:
         """Withdraw rows; recompute, exactly, the capped sets of the identifier values they reach.
 
-        A row that is no longer present (its last occurrence withdrawn) can only take values out of the
-        sets of the identifier values its join rows hold: those are found by joining it with the rows
-        present (before the other views' withdrawals of this batch, a superset). When the row's view holds
-        the sensitive attribute, its join rows hold its own sensitive value, so only the sets holding one of
-        the withdrawn values can lose one; the others keep every value's support. The sets reached are then
-        recomputed from the rows present, with the views holding the identifier restricted to the reached
-        values first, so the work follows what the withdrawal reaches, not the state.
+        A task reads a view only through its projection on what the task needs (:meth:`_needed`: E, S and
+        the channel's join attributes), as a set. A withdrawal changes the task only where a projected row
+        vanished, its last present row gone (:meth:`_vanished`): a withdrawn password whose gender and card
+        type other rows still show changes nothing for the tasks that do not read passwords. A vanished
+        projected row can only take values out of the sets of the identifier values its join rows hold:
+        those are found by joining it with the rows present (before the other views' withdrawals of this
+        batch, a superset). When the row's view holds the sensitive attribute, its join rows hold its own
+        sensitive value, so only the sets holding one of the vanished values can lose one; the others keep
+        every value's support. The sets reached are then recomputed from the rows present, with the views
+        holding the identifier restricted to the reached values first, so the work follows what the
+        withdrawal reaches, not the state.
         """
         reached: dict[TaskKey, list[pl.Series]] = {}
+        # One for the update: frames are keyed by identity and kept alive, so a projection rebuilt after its
+        # view's withdrawals is a new key, never a stale one.
+        shared = SharedWork(state.caps)
         for name, frame in withdrawn:
             gone, _ = state.seen.retract(name, frame, attributes[name])
             if not gone.height:
@@ -173,67 +185,189 @@ class _Updates(_Results):
                 if identifier in gone.columns:
                     touched.setdefault(identifier, []).append(gone.get_column(identifier))
             withdrawn_rows = Arrivals(name, gone, None)
-            shared = SharedWork()
             for task in self.tasks:
                 if name not in task.channel.views or task.key not in state.linked:
                     continue
-                if task.identifier in gone.columns:
-                    # The join rows of a withdrawn row hold its own identifier value: no join needed.
-                    ids = gone.get_column(task.identifier).drop_nulls().unique()
+                keep = self._needed(task)[name]
+                vanished = self._vanished(state, withdrawn_rows, keep)
+                if not vanished.height:
+                    continue  # every projected row is still shown by a row present: the task's join is the same
+                if task.identifier in keep:
+                    # The join rows of a vanished row hold its own identifier value: no join needed.
+                    ids = vanished.get_column(task.identifier).unique()
+                    hit = state.linked[task.key].filter(pl.col(task.identifier).is_in(ids.implode()))
+                    if task.sensitive in keep:
+                        # ... and its own sensitive value: a capped set holding none of the vanished values
+                        # kept the support of every value it holds, so it stays exact.
+                        values = vanished.get_column(task.sensitive).implode()
+                        hit = hit.filter(pl.col(task.sensitive).is_in(values))
+                elif task.sensitive in keep:
+                    hit = self._lost_values(state, task, withdrawn_rows, vanished, shared)
                 else:
-                    relations = self._relations(state, task, withdrawn_rows)
-                    if relations is None:
-                        continue
-                    size = relations[name].height.bit_length() // 2
-                    others = [relation for view, relation in relations.items() if view != name]
-                    plan = self._plan(state, task.key, f"\0reach {name}", size, others)
-                    joined = linked_values(relations, task.identifier, task.sensitive, 1, shared, plan=plan)
-                    ids = joined.get_column(task.identifier)
-                if not ids.len():
-                    continue
-                hit = state.linked[task.key].filter(pl.col(task.identifier).is_in(ids.implode()))
-                if task.sensitive in gone.columns:
-                    # The join rows of a withdrawn row hold its own sensitive value: a capped set holding none
-                    # of the withdrawn values kept the support of every value it holds, so it stays exact.
-                    hit = hit.filter(pl.col(task.sensitive).is_in(gone.get_column(task.sensitive).implode()))
+                    ids = self._reach(state, task, withdrawn_rows, shared)
+                    hit = state.linked[task.key].filter(pl.col(task.identifier).is_in(ids.implode()))
                 if hit.height:
                     reached.setdefault(task.key, []).append(hit.get_column(task.identifier))
-        self._recompute(state, reached, touched)
+        self._recompute(state, reached, touched, shared)
+
+    def _reach(self, state: LinkageState, task: LinkageTask, withdrawn: Arrivals, shared: SharedWork) -> pl.Series:
+        """The identifier values the join rows of ``withdrawn``'s vanished projected rows hold in ``task``
+        (one capped join, the vanished rows as the delta, the rows present of the others as the rest)."""
+        relations = self._relations(state, task, withdrawn)
+        if relations is None:
+            return pl.Series(task.identifier, [], dtype=CODE)
+        name = withdrawn.view
+        size = relations[name].height.bit_length() // 2
+        others = [relation for view, relation in relations.items() if view != name]
+        plan = self._plan(state, task.key, f"\0reach {name}", size, others)
+        joined = linked_values(relations, task.identifier, task.sensitive, 1, shared, plan=plan)
+        return joined.get_column(task.identifier)
+
+    def _lost_values(
+        self, state: LinkageState, task: LinkageTask, withdrawn: Arrivals, vanished: pl.DataFrame, shared: SharedWork
+    ) -> pl.DataFrame:
+        """The stored pairs a withdrawal from a view holding the sensitive attribute (not the identifier) may
+        have taken the support of. The join rows of a vanished row hold its own sensitive value, so only
+        pairs of the vanished values can lose theirs. A value no row present of the view carries any more
+        lost every derivation: its pairs are all taken, with no join (a withdrawn password, held by one row
+        of one view). For a value still carried, the pairs whose identifier value the vanished rows reach
+        (:meth:`_reach`, with only those rows as the delta)."""
+        column = task.sensitive
+        values = vanished.get_column(column).unique()
+        held = state.linked[task.key].filter(pl.col(column).is_in(values.implode()))
+        if not held.height:
+            return held
+        present = self._projection(state, withdrawn.view, list(vanished.columns))
+        carried = (
+            values.filter(values.is_in(present.get_column(column).implode())) if present is not None else values.clear()
+        )
+        if not carried.len():
+            return held
+        lost = held.filter(~pl.col(column).is_in(carried.implode()))
+        rest = Arrivals(withdrawn.view, withdrawn.rows, None)
+        rest.projected[tuple(vanished.columns)] = vanished.filter(pl.col(column).is_in(carried.implode()))
+        ids = self._reach(state, task, rest, shared)
+        reached = held.filter(pl.col(column).is_in(carried.implode()) & pl.col(task.identifier).is_in(ids.implode()))
+        return pl.concat([lost, reached])
+
+    def _vanished(self, state: LinkageState, withdrawn: Arrivals, keep: list[str]) -> pl.DataFrame:
+        """The distinct projections on ``keep`` of withdrawn rows that no row present of their view shows
+        any more (the view's withdrawals applied), once per attribute set: the delta of the reach joins
+        (:meth:`_relations` reads it from ``withdrawn.projected``). O(view) for the view's projection on
+        ``keep``, which is rebuilt once and kept for the batch's later joins."""
+        key = tuple(keep)
+        if key not in withdrawn.projected:
+            projected = distinct_codes(withdrawn.rows, keep)
+            present = self._projection(state, withdrawn.view, keep)
+            if present is not None and present.height and projected.height:
+                projected = projected.join(present, on=keep, how="anti", nulls_equal=False)
+            withdrawn.projected[key] = projected
+        return withdrawn.projected[key]
 
     def _recompute(
-        self, state: LinkageState, reached: Mapping[TaskKey, list[pl.Series]], touched: dict[str, list[pl.Series]]
+        self,
+        state: LinkageState,
+        reached: Mapping[TaskKey, list[pl.Series]],
+        touched: dict[str, list[pl.Series]],
+        shared: SharedWork,
     ) -> None:
         """Recompute the capped sets of the identifier values reached, per task, from the rows present.
 
-        By level, so that a task's dominating sub-tasks are exact first: a reached value that is no longer
-        live in a task (:attr:`_dominating`) loses its pairs there instead of being recomputed (its set
-        cannot decide a report; an empty stored set is a subset of the true one).
+        Settled from the tops first (:meth:`_from_tops`): a value with k values in a top task has them in
+        every task under it. The others by level, so that a task's dominating sub-tasks are exact first: a
+        reached value that is no longer live in a task (:attr:`_dominating`) loses its pairs there instead
+        of being recomputed (its set cannot decide a report; an empty stored set is a subset of the true
+        one).
         """
+        codes_of = {key: pl.concat(parts).unique() for key, parts in reached.items() if parts}
+        fresh: dict[TaskKey, pl.DataFrame] = {}
+        settled = self._from_tops(state, codes_of, fresh, shared)
         # Views without the identifier enter every task as their kept projections: shared, with their
         # eliminations; those holding it are restricted to the values reached.
-        shared = SharedWork()
         for task in self.tasks:
-            parts = reached.get(task.key)
-            if not parts:
-                continue
             key = task.key
-            codes = pl.concat(parts).unique()
+            codes = codes_of.get(key)
+            if codes is None:
+                continue
             touched.setdefault(task.identifier, []).append(codes)
             linked = state.linked[key]
             kept = linked.filter(~pl.col(task.identifier).is_in(codes.implode()))
+            parts = []
+            inherited = settled.get(key)
+            if inherited is not None:
+                parts.append(inherited.select(kept.columns))
+                codes = codes.filter(~codes.is_in(inherited.get_column(task.identifier).implode()))
             live = codes
             if self._dominating[key]:
                 mask = self._live(state, task, None)
                 live = where(codes, mask) if mask is not None else codes.clear()
-            # The task has linked sets, so every view of its channel published: the frame has the pairs'
-            # columns.
-            again = self._whole_sets(state, task, live, shared).select(kept.columns)
+            if live.len():
+                known = fresh.get(key)
+                if known is not None:
+                    # Computed whole for the tasks under this top: a code's whole set is its own.
+                    parts.append(known.filter(pl.col(task.identifier).is_in(live.implode())).select(kept.columns))
+                    live = live.filter(~live.is_in(known.get_column(task.identifier).implode()))
+                # The task has linked sets, so every view of its channel published: the frame has the pairs'
+                # columns.
+                parts.append(self._whole_sets(state, task, live, shared).select(kept.columns))
+            again = pl.concat(parts) if parts else kept.clear()
             state.linked[key] = pl.concat([kept, again]).rechunk()
             state.sets.pop(key, None)
             # The pieces: drop the codes' pairs, then append; pairs journaled before are dropped the same way.
-            state.unlinked.setdefault(key, []).append(codes)
-            dropped = ~pl.col(task.identifier).is_in(codes.implode())
+            state.unlinked.setdefault(key, []).append(codes_of[key])
+            dropped = ~pl.col(task.identifier).is_in(codes_of[key].implode())
             state.journal[key] = [frame.filter(dropped) for frame in state.journal.get(key, [])] + [again]
+
+    def _from_tops(
+        self,
+        state: LinkageState,
+        codes_of: Mapping[TaskKey, pl.Series],
+        fresh: dict[TaskKey, pl.DataFrame],
+        shared: SharedWork,
+    ) -> dict[TaskKey, pl.DataFrame]:
+        """Per reached task under a top, the k pairs of its reached codes that some top task links to k
+        values (a channel over more views links a value to a subset of what a channel under it does, so
+        the top's k values are k values of the task's set, and its set is saturated: exact as a capped
+        set). A top's set of a code is its stored one when the withdrawals did not reach the code there
+        (still exact), else computed whole, once for every task under it (kept in ``fresh``, which the
+        top's own recomputation reads). On BP the withdrawals of a batch reach a few hundred given names in
+        some seventy tasks; one whole-set run in each top replaces most of theirs."""
+        wanted: dict[TaskKey, list[pl.Series]] = {}
+        for key, codes in codes_of.items():
+            for top in self._tops[key]:
+                if top in state.linked:
+                    wanted.setdefault(top, []).append(codes)
+        at_top: dict[TaskKey, pl.DataFrame] = {}
+        for top, parts in wanted.items():
+            task = self._by_key[top]
+            identifier = task.identifier
+            codes = pl.concat(parts).unique()
+            again = codes_of.get(top)
+            stored = state.linked[top]
+            if again is not None:
+                computed = codes.filter(codes.is_in(again.implode())).sort()
+                fresh[top] = self._whole_sets(state, task, computed, shared).select(stored.columns)
+                codes = codes.filter(~codes.is_in(again.implode()))
+                pairs = pl.concat([stored.filter(pl.col(identifier).is_in(codes.implode())), fresh[top]])
+            else:
+                pairs = stored.filter(pl.col(identifier).is_in(codes.implode()))
+            full = pairs.filter(pl.len().over(identifier) >= self.k)
+            at_top[top] = full
+        settled: dict[TaskKey, pl.DataFrame] = {}
+        for key, codes in codes_of.items():
+            found = [
+                at_top[top].with_columns(pl.lit(position, pl.UInt32).alias(_TOP))
+                for position, top in enumerate(self._tops[key])
+                if top in at_top
+            ]
+            if not found:
+                continue
+            identifier = key[1]
+            pairs = pl.concat(found).filter(pl.col(identifier).is_in(codes.implode()))
+            # Several tops may settle a code: the pairs of one of them (k, as a capped set holds).
+            first = pl.col(_TOP) == pl.col(_TOP).min().over(identifier)
+            settled[key] = pairs.filter(first).drop(_TOP)
+        return settled
 
     def _diff_touched(
         self,
