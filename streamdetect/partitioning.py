@@ -34,6 +34,7 @@ from functools import cached_property
 import polars as pl
 
 from streamdetect.check_plan import plan_checks
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 
@@ -118,6 +119,21 @@ class Plan:
         """The rows of ``view`` each unit must see (units that see none are left out)."""
         shares = {unit: self.rows_for(unit, view, rows) for unit in self.units()}
         return {unit: share for unit, share in shares.items() if share.height}
+
+    def split_batch(self, batch: Batch) -> dict[Unit, Batch]:
+        """The batch each unit folds, as the worker's records of ``batch`` would reach it (units that
+        receive nothing left out): views' rows and withdrawals by :meth:`route`, the table's to the whole
+        unit."""
+        parts: dict[Unit, tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]] = {}
+        for position, frames in enumerate((batch.views, batch.retracted)):
+            for view, rows in frames.items():
+                for unit, share in self.route(view, rows).items():
+                    parts.setdefault(unit, ({}, {}))[position][view] = share
+        out = {unit: Batch(views=views, retracted=retracted) for unit, (views, retracted) in parts.items()}
+        if self.whole and (batch.table is not None or batch.retracted_table is not None):
+            whole = out.get(Unit(), Batch())
+            out[Unit()] = Batch(whole.views, batch.table, whole.retracted, batch.retracted_table)
+        return out
 
 
 def plan(topology: Topology, partitions: int, checks: Sequence[str] | None = None) -> Plan:

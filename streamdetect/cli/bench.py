@@ -10,7 +10,8 @@ import json
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -344,6 +345,27 @@ def _inputs(
     return views, table if wanted else None
 
 
+FEED_TABLE = click.option(
+    "--table/--no-table",
+    "feed_table",
+    default=None,
+    help="Feed table.source as one more input [default: when a check run reads the table].",
+)
+
+
+@contextmanager
+def _batch_progress() -> Iterator[Callable[[int, int], None]]:
+    """A progress bar of micro-batches on stderr, gone when done (off when stderr is not a terminal);
+    yields the callback a run reports (batches done, batches) to."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("micro-batches", total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
 @bench.command("incremental")
 @click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per batch.")
@@ -369,12 +391,7 @@ def _inputs(
     type=click.IntRange(min=1),
     help="Micro-batches per update, as a worker takes the records waiting together (its --coalesce).",
 )
-@click.option(
-    "--table/--no-table",
-    "feed_table",
-    default=None,
-    help="Feed table.source as one more input [default: when a check run reads the table].",
-)
+@FEED_TABLE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_cleanly
 def incremental_command(
@@ -389,17 +406,12 @@ def incremental_command(
     as_json: bool,
 ) -> None:
     """Feed TOPOLOGY's rows as micro-batches through the Detector; per-batch latency, rows/s, state bytes."""
-    from rich.console import Console
-    from rich.progress import Progress
-
     from streamdetect.bench.incremental import run_incremental
     from streamdetect.io.topology_file import load_topology
 
     model = load_topology(topology)
     views, table = _inputs(model, checks or None, feed_table)
-    console = Console(stderr=True)
-    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
-        task = progress.add_task("micro-batches", total=None)
+    with _batch_progress() as progress:
         outcome = run_incremental(
             model,
             views,
@@ -409,7 +421,7 @@ def incremental_command(
             checks=checks or None,
             k=k,
             together=together,
-            progress=lambda done, total: progress.update(task, completed=done, total=total),
+            progress=progress,
             table=table,
         )
     if as_json:
@@ -431,6 +443,66 @@ def incremental_command(
         click.echo(f"the rows include {outcome['table_rows']:,} of the private table (fed as one more input)")
     for name, why in outcome["incomplete"].items():
         click.echo(f"warning: {name} is incomplete: {why} (--table feeds it)", err=True)
+
+
+@bench.command("partition")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--partitions", required=True, type=click.IntRange(min=1), help="Partitions the plan splits the work over."
+)
+@click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per batch.")
+@click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Only this check (repeatable).")
+@click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
+@FEED_TABLE
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def partition_command(
+    topology: Path,
+    partitions: int,
+    batch_rows: int,
+    checks: tuple[str, ...],
+    k: int | None,
+    feed_table: bool | None,
+    as_json: bool,
+) -> None:
+    """Fold TOPOLOGY's rows through the units of a P-partition plan and through one Detector, in one
+    process: per unit CPU seconds and peak state bytes, against one Detector."""
+    from streamdetect.bench.partition import run_partition
+    from streamdetect.io.topology_file import load_topology
+
+    model = load_topology(topology)
+    views, table = _inputs(model, checks or None, feed_table)
+    inputs: dict[str | None, pl.DataFrame] = {}
+    inputs.update(views)
+    if table is not None:
+        inputs[None] = table
+    with _batch_progress() as progress:
+        outcome = run_partition(
+            model, inputs, partitions=partitions, batch_rows=batch_rows, checks=checks or None, k=k, progress=progress
+        )
+    if as_json:
+        click.echo(json.dumps(outcome, ensure_ascii=False))
+        return
+    single = outcome["single"]
+    click.echo(
+        f"{outcome['rows']:,} rows in {outcome['batches']:,} batches of {batch_rows:,}, checks "
+        f"{', '.join(outcome['checks'])}; one Detector: {single['cpu_s']:.2f} s CPU, "
+        f"{single['peak_state_bytes']:,} bytes of state at most"
+    )
+    for row in outcome["units"]:
+        click.echo(
+            f"  unit {row['name']} (partition {row['partition']}): {row['cpu_s']:.2f} s CPU, "
+            f"{row['peak_state_bytes']:,} bytes"
+        )
+    shares = (outcome["largest_cpu_share"], outcome["largest_state_share"], outcome["total_cpu_ratio"])
+    if None not in shares:
+        click.echo(
+            f"largest unit: {shares[0]:.2f} of one Detector's CPU (1/P = {1 / partitions:.2f}), "
+            f"{shares[1]:.2f} of its state; all units together: {shares[2]:.2f}x its CPU"
+        )
+    if not outcome["findings_equal"]:
+        raise click.ClickException("the units' findings differ from one Detector's")
+    click.echo("the units' findings equal one Detector's")
 
 
 @bench.command("stream")

@@ -71,6 +71,27 @@ def test_bench_incremental_ends_in_the_findings_of_a_batch_check() -> None:
     assert sorted(f["id"] for f in document["findings"]) == sorted(f["id"] for f in report["findings"])
 
 
+def test_bench_partition_measures_every_unit_of_the_plan_beside_one_detector() -> None:
+    path = ROOT / "topologies" / "dou-patients.yaml"
+    result = _run("bench", "partition", str(path), "--partitions", "3", "--batch-rows", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["partitions"] == 3
+    assert document["findings_equal"] is True
+    assert document["single"]["cpu_s"] > 0
+    assert document["single"]["peak_state_bytes"] > 0
+    # Two identifiers over three partitions: two value buckets each, placed round the partitions.
+    units = {unit["name"]: unit for unit in document["units"]}
+    assert set(units) == {"SSN/0", "SSN/1", "Name/0", "Name/1"}
+    assert {unit["partition"] for unit in units.values()} == {0, 1, 2}
+    assert all(unit["cpu_s"] > 0 and unit["peak_state_bytes"] > 0 for unit in units.values())
+    largest = max(unit["cpu_s"] for unit in units.values())
+    assert document["largest_cpu_share"] == largest / document["single"]["cpu_s"]
+    text = _run("bench", "partition", str(path), "--partitions", "3", "--batch-rows", "2")
+    assert text.returncode == 0, text.stderr
+    assert "the units' findings equal one Detector's" in text.stdout
+
+
 def test_bench_incremental_with_withdrawals_ends_in_the_findings_of_the_rows_present() -> None:
     path = ROOT / "topologies" / "dou-chain.yaml"
     result = _run(

@@ -25,23 +25,9 @@ from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
-from streamdetect.partitioning import Plan, Unit, plan, value_partitions
+from streamdetect.partitioning import Unit, plan, value_partitions
 from tests.property.test_check_conformance import TOPOLOGIES, _pieces, _with_withdrawals
 from tests.property.test_linkage_reference import publications
-
-
-def _route(split: Plan, batch: Batch) -> dict[Unit, Batch]:
-    """The batch each unit receives (the worker routes record by record; a batch is several records)."""
-    parts: dict[Unit, dict[str, dict[str, pl.DataFrame]]] = {}
-    for kind, frames in (("views", batch.views), ("retracted", batch.retracted)):
-        for view, rows in frames.items():
-            for unit, part in split.route(view, rows).items():
-                parts.setdefault(unit, {"views": {}, "retracted": {}})[kind][view] = part
-    out = {unit: Batch(views=kinds["views"], retracted=kinds["retracted"]) for unit, kinds in parts.items()}
-    if split.whole and (batch.table is not None or batch.retracted_table is not None):
-        whole = out.get(Unit(), Batch())
-        out[Unit()] = Batch(whole.views, batch.table, whole.retracted, batch.retracted_table)
-    return out
 
 
 def _agree(topology: Topology, batches: list[Batch], partitions: int) -> None:
@@ -51,7 +37,7 @@ def _agree(topology: Topology, batches: list[Batch], partitions: int) -> None:
     live: dict[str, Any] = {}
     for batch in batches:
         one.update(batch)
-        for unit, routed in _route(split, batch).items():
+        for unit, routed in split.split_batch(batch).items():
             delta = units[unit].update(routed)
             for finding in delta.cleared:
                 live.pop(finding.id, None)
