@@ -122,15 +122,15 @@ class Plan:
 
     def split_batch(self, batch: Batch) -> dict[Unit, Batch]:
         """The batch each unit folds, as the worker's records of ``batch`` would reach it (units that
-        receive nothing left out): views' rows and withdrawals by :meth:`route`, the table's to the whole
-        unit."""
+        receive nothing left out): views' rows and withdrawals by :meth:`route`, the table's to the unit
+        whose checks read it (:meth:`reads_table`)."""
         parts: dict[Unit, tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]] = {}
         for position, frames in enumerate((batch.views, batch.retracted)):
             for view, rows in frames.items():
                 for unit, share in self.route(view, rows).items():
                     parts.setdefault(unit, ({}, {}))[position][view] = share
         out = {unit: Batch(views=views, retracted=retracted) for unit, (views, retracted) in parts.items()}
-        if self.whole and (batch.table is not None or batch.retracted_table is not None):
+        if self.reads_table(Unit()) and (batch.table is not None or batch.retracted_table is not None):
             whole = out.get(Unit(), Batch())
             out[Unit()] = Batch(whole.views, batch.table, whole.retracted, batch.retracted_table)
         return out

@@ -49,6 +49,15 @@ def _slices(views: Mapping[Input, pl.DataFrame], start: int, batch_rows: int) ->
     return slices
 
 
+def fed_inputs(views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None) -> dict[Input, pl.DataFrame]:
+    """The inputs a run feeds: the views by name, and the private table under None when it is fed."""
+    inputs: dict[Input, pl.DataFrame] = {}
+    inputs.update(views)
+    if table is not None:
+        inputs[None] = table
+    return inputs
+
+
 def micro_batches(views: Mapping[Input, pl.DataFrame], start: int, batch_rows: int) -> list[Batch]:
     """Rows from position ``start`` of every view (and the table, under None), ``batch_rows`` at a time,
     round-robin across them."""
@@ -129,10 +138,7 @@ def run_incremental(
     (:func:`taken_together`; the per-input medians then count an update once per input it holds).
     ``table``: the private table's rows, fed as one more input (for the checks that read it)."""
     detector = Detector(topology, checks, k=k)
-    inputs: dict[Input, pl.DataFrame] = {}
-    inputs.update(views)
-    if table is not None:
-        inputs[None] = table
+    inputs = fed_inputs(views, table)
     start = min(frame.height for frame in inputs.values()) if inputs else 0
     start = int(start * prefix)
     loaded_at = time.perf_counter()

@@ -19,8 +19,9 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.bench.incremental import Input, micro_batches
+from streamdetect.bench.incremental import fed_inputs, micro_batches
 from streamdetect.detector import Detector
+from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import Unit, plan
 
@@ -36,7 +37,7 @@ class _Measured:
         self.cpu_s = 0.0
         self.peak_state_bytes = 0
 
-    def update(self, batch: Any) -> None:
+    def update(self, batch: Batch) -> None:
         began = time.process_time()
         self.detector.update(batch)
         self.cpu_s += time.process_time() - began
@@ -47,21 +48,23 @@ class _Measured:
 
 def run_partition(
     topology: Topology,
-    inputs: Mapping[Input, pl.DataFrame],
+    views: Mapping[str, pl.DataFrame],
     *,
+    table: pl.DataFrame | None = None,
     partitions: int,
     batch_rows: int,
     checks: Sequence[str] | None = None,
     k: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Feed ``inputs`` (views by name, the private table under None) from empty in ``batch_rows``-row
+    """Feed ``views`` (and ``table``, the private table's rows, when given) from empty in ``batch_rows``-row
     micro-batches to one Detector and to the units of the ``partitions``-partition plan; return the
     measurements (module docstring). Raises :class:`~streamdetect.errors.TopologyError` for unknown
     checks, as the Detector does."""
     split = plan(topology, partitions, checks)
     single = _Measured(Detector(topology, checks, k=k))
     units = {unit: _Measured(Detector(*split.topology_of(unit), k=k)) for unit in split.units()}
+    inputs = fed_inputs(views, table)
     batches = micro_batches(inputs, 0, batch_rows)
     every = max(1, len(batches) // SAMPLES)
     for done, batch in enumerate(batches, start=1):

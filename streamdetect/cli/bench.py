@@ -472,13 +472,16 @@ def partition_command(
 
     model = load_topology(topology)
     views, table = _inputs(model, checks or None, feed_table)
-    inputs: dict[str | None, pl.DataFrame] = {}
-    inputs.update(views)
-    if table is not None:
-        inputs[None] = table
     with _batch_progress() as progress:
         outcome = run_partition(
-            model, inputs, partitions=partitions, batch_rows=batch_rows, checks=checks or None, k=k, progress=progress
+            model,
+            views,
+            table=table,
+            partitions=partitions,
+            batch_rows=batch_rows,
+            checks=checks or None,
+            k=k,
+            progress=progress,
         )
     if as_json:
         click.echo(json.dumps(outcome, ensure_ascii=False))

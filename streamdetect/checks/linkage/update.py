@@ -260,7 +260,9 @@ class _Updates(_Results):
             projected = distinct_codes(withdrawn.rows, keep)
             present = self._projection(state, withdrawn.view, keep)
             if present is not None and present.height and projected.height:
-                projected = projected.join(present, on=keep, how="anti", nulls_equal=False)
+                # In numpy over the codes, as a kept projection's growth is probed (_grow).
+                still = code_arrays.shown(CodeRelation.from_frame(projected), state.caps.codes(present), keep)
+                projected = rows_where(projected, ~still)
             withdrawn.projected[key] = projected
         return withdrawn.projected[key]
 
@@ -280,7 +282,7 @@ class _Updates(_Results):
         one).
         """
         codes_of = {key: pl.concat(parts).unique() for key, parts in reached.items() if parts}
-        fresh: dict[TaskKey, pl.DataFrame] = {}
+        fresh: dict[TaskKey, tuple[pl.Series, pl.DataFrame]] = {}
         settled = self._from_tops(state, codes_of, fresh, shared)
         # Views without the identifier enter every task as their kept projections: shared, with their
         # eliminations; those holding it are restricted to the values reached.
@@ -304,9 +306,11 @@ class _Updates(_Results):
             if live.len():
                 known = fresh.get(key)
                 if known is not None:
-                    # Computed whole for the tasks under this top: a code's whole set is its own.
-                    parts.append(known.filter(pl.col(task.identifier).is_in(live.implode())).select(kept.columns))
-                    live = live.filter(~live.is_in(known.get_column(task.identifier).implode()))
+                    # Computed whole for the tasks under this top (codes with no pair included): a code's
+                    # whole set is its own.
+                    computed, pairs = known
+                    parts.append(pairs.filter(pl.col(task.identifier).is_in(live.implode())).select(kept.columns))
+                    live = live.filter(~live.is_in(computed.implode()))
                 # The task has linked sets, so every view of its channel published: the frame has the pairs'
                 # columns.
                 parts.append(self._whole_sets(state, task, live, shared).select(kept.columns))
@@ -322,16 +326,16 @@ class _Updates(_Results):
         self,
         state: LinkageState,
         codes_of: Mapping[TaskKey, pl.Series],
-        fresh: dict[TaskKey, pl.DataFrame],
+        fresh: dict[TaskKey, tuple[pl.Series, pl.DataFrame]],
         shared: SharedWork,
     ) -> dict[TaskKey, pl.DataFrame]:
         """Per reached task under a top, the k pairs of its reached codes that some top task links to k
         values (a channel over more views links a value to a subset of what a channel under it does, so
         the top's k values are k values of the task's set, and its set is saturated: exact as a capped
         set). A top's set of a code is its stored one when the withdrawals did not reach the code there
-        (still exact), else computed whole, once for every task under it (kept in ``fresh``, which the
-        top's own recomputation reads). On BP the withdrawals of a batch reach a few hundred given names in
-        some seventy tasks; one whole-set run in each top replaces most of theirs."""
+        (still exact), else computed whole, once for every task under it (the codes and their pairs kept in
+        ``fresh``, which the top's own recomputation reads). On BP the withdrawals of a batch reach a few
+        hundred given names in some seventy tasks; one whole-set run in each top replaces most of theirs."""
         wanted: dict[TaskKey, list[pl.Series]] = {}
         for key, codes in codes_of.items():
             for top in self._tops[key]:
@@ -346,9 +350,10 @@ class _Updates(_Results):
             stored = state.linked[top]
             if again is not None:
                 computed = codes.filter(codes.is_in(again.implode())).sort()
-                fresh[top] = self._whole_sets(state, task, computed, shared).select(stored.columns)
+                whole = self._whole_sets(state, task, computed, shared).select(stored.columns)
+                fresh[top] = (computed, whole)
                 codes = codes.filter(~codes.is_in(again.implode()))
-                pairs = pl.concat([stored.filter(pl.col(identifier).is_in(codes.implode())), fresh[top]])
+                pairs = pl.concat([stored.filter(pl.col(identifier).is_in(codes.implode())), whole])
             else:
                 pairs = stored.filter(pl.col(identifier).is_in(codes.implode()))
             full = pairs.filter(pl.len().over(identifier) >= self.k)
