@@ -13,15 +13,13 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from streamdetect.checks.protocol import Check
+from streamdetect.checks.protocol import BY_IDENTIFIER_VALUE, BY_PAIR, Check
 from streamdetect.checks.registry import REGISTRY, unmet_needs
 from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
 
 #: Version of the snapshot envelope (each check's state carries its own version inside).
 SNAPSHOT_VERSION = 1
-#: The partition unit of a check whose state is split by identifier value (``CheckProperties.partition``).
-BY_IDENTIFIER_VALUE = "identifier value"
 
 
 def checks_to_run(topology: Topology, checks: Sequence[str] | None = None) -> list[str]:
@@ -81,9 +79,14 @@ class CheckPlan:
         return tuple(name for name, check in self.checks.items() if check.properties.partition == BY_IDENTIFIER_VALUE)
 
     @cached_property
+    def by_pair(self) -> tuple[str, ...]:
+        """The checks whose findings split by (identifier, sensitive) pair, each pair a piece of its own."""
+        return tuple(name for name, check in self.checks.items() if check.properties.partition == BY_PAIR)
+
+    @cached_property
     def whole(self) -> tuple[str, ...]:
         """The checks whose state is one piece."""
-        return tuple(name for name in self.checks if name not in self.split)
+        return tuple(name for name in self.checks if name not in self.split and name not in self.by_pair)
 
     @cached_property
     def unwithdrawable(self) -> tuple[str, ...]:

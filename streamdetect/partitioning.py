@@ -1,4 +1,5 @@
-"""Splitting a topology's work by identifier and identifier value, so that several workers share it.
+"""Splitting a topology's work into units (by identifier value, by check, by pair), so that several
+workers share it.
 
 docs/design.md, "What each check's state may be split by": everything linkage decides for an identifier
 value e of identifier E (its capped linked sets in every task, their liveness and settling, the certainty
@@ -7,14 +8,19 @@ whole of the other views, because the natural join equates E across the views ho
 splits into *units*: one per identifier E and value bucket b (the unit sees the rows of views holding E
 whose E value falls in bucket b, and every row of the other views) running linkage restricted to E.
 The union of the units' findings is the findings of one Detector over all rows (property-tested,
-tests/property/test_partition_agreement.py). Checks whose state is one piece (k-anonymity by views,
-SIND, RSIND: covers, cliques and certainty are global) run in one unit of their own that sees every row.
+tests/property/test_partition_agreement.py).
+
+The other checks split by what their findings depend on (``CheckProperties.partition``). k-anonymity by
+views (without effective functional dependencies) finds each (identifier, sensitive) pair's covers as
+it would over a table declaring that pair alone, so each pair is a unit of its own. The rest (SIND, RSIND,
+table k-anonymity, l-diversity; k-anonymity with dependencies) run whole, each check a unit of its own,
+seeing every row; a unit reads the table only when one of its checks does.
 
 Splitting by identifier comes first: measured on BP, one Detector per identifier costs what one Detector
 for both costs (28.6 s against 30.5 s of CPU for the 271,332 rows in 1,000-row batches), so two workers
 each get a share of it, while splitting one identifier's values in two left each half costing nearly
 the whole (27 s each): the views without the identifier, which every bucket sees whole, carry most of
-the work. Buckets come in only when there are more partitions than identifiers.
+the work. Buckets come in only when the other units leave partitions free.
 
 Values are placed by CRC-32 of their text (polars' cast to string: decimal integers, ISO dates), not by
 polars' own hash, which its documentation says may change between versions: a value must land in the
@@ -26,6 +32,7 @@ Pure: no I/O. Cost of :meth:`Plan.rows_for`: O(rows) plus one CRC per distinct i
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,116 +41,180 @@ from functools import cached_property
 import polars as pl
 
 from streamdetect.check_plan import plan_checks
+from streamdetect.errors import TopologyError
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
 
 @dataclass(frozen=True)
 class Unit:
-    """A share of the work: the values of identifier ``identifier`` in value bucket ``bucket``, or
-    (``identifier`` None) the checks that need every row in one place."""
+    """A share of the work: the values of identifier ``identifier`` in value bucket ``bucket`` for the
+    checks split by identifier value (``check`` None); or one check (``check``) in a piece of its own,
+    for one (``identifier``, ``sensitive``) pair when it splits by pair, else whole."""
 
     identifier: str | None = None
     bucket: int = 0
+    check: str | None = None
+    sensitive: str | None = None
+
+    @property
+    def by_value(self) -> bool:
+        """Whether the unit holds an identifier's value bucket (of the checks split by value)."""
+        return self.check is None
 
     @property
     def name(self) -> str:
-        """``<identifier>/<bucket>`` (``*`` for the whole-state checks): a key prefix, never a value."""
-        return "*" if self.identifier is None else f"{self.identifier}/{self.bucket}"
+        """A key prefix, never a value: ``<identifier>/<bucket>`` for a value bucket, ``#<check>`` for a
+        check whole, ``#<check>/<identifier>/<sensitive>`` for a check's pair."""
+        if self.check is None:
+            return f"{self.identifier}/{self.bucket}"
+        if self.identifier is None:
+            return f"#{self.check}"
+        return f"#{self.check}/{self.identifier}/{self.sensitive}"
+
+
+#: The unit of every whole-state check in the first layout (one unit at partition 0): a state table with
+#: entries under it was written by a worker of that layout (:meth:`Plan.stale_prefixes`).
+FIRST_LAYOUT_WHOLE = "*"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How a topology's checks split over ``partitions`` partitions: one unit per identifier and value
-    bucket, ``buckets`` = ceil(partitions / identifiers) buckets per identifier (so that every partition
-    gets work), unit (E, b) in partition (index of E * buckets + b) mod partitions; the whole unit, if
-    any, in partition 0. A record of any view goes to every partition; each unit takes its share."""
+    """How a topology's checks split over ``partitions`` partitions.
+
+    The units, in order: one per identifier and value bucket for the checks split by value (``split``);
+    one per (identifier, sensitive) pair for each check split by pair (``by_pair``); one per other check
+    (``whole``). Unit i lives in partition i mod ``partitions``. Value buckets come in only when the
+    other units leave partitions free: ``buckets`` = ceil(free partitions / identifiers), at least one (a
+    bucket still sees the views without its identifier whole, so it costs nearly what the identifier
+    costs). A record of any view goes to every partition; each unit takes its share."""
 
     topology: Topology
     partitions: int
-    #: Checks split by identifier value (linkage), and those kept whole.
+    #: Checks split by identifier value (linkage), by pair (k-anonymity without functional
+    #: dependencies), and those kept whole, each in a unit of its own.
     split: tuple[str, ...]
     whole: tuple[str, ...]
+    by_pair: tuple[str, ...] = ()
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """Every check the plan runs."""
+        return (*self.split, *self.by_pair, *self.whole)
+
+    @cached_property
+    def _others(self) -> list[Unit]:
+        """The units besides the value buckets: each pair of the checks split by pair, then each whole check."""
+        table = self.topology.table
+        pairs = [
+            Unit(e, check=c, sensitive=s) for c in self.by_pair for e in table.identifiers for s in table.sensitive
+        ]
+        return [*pairs, *(Unit(check=c) for c in self.whole)]
 
     @property
     def buckets(self) -> int:
         """Value buckets per identifier."""
         identifiers = len(self.topology.table.identifiers) if self.split else 0
-        return max(1, -(-self.partitions // identifiers)) if identifiers else 1
+        free = self.partitions - len(self._others)
+        return max(1, -(-free // identifiers)) if identifiers else 1
 
     def units(self) -> list[Unit]:
-        """Every unit."""
-        found = [Unit(e, b) for e in self.topology.table.identifiers if self.split for b in range(self.buckets)]
-        return [*found, Unit()] if self.whole else found
+        """Every unit, in order (the class docstring)."""
+        return list(self._placed)
+
+    @cached_property
+    def _placed(self) -> dict[Unit, int]:
+        identifiers = self.topology.table.identifiers if self.split else ()
+        found = [Unit(e, b) for e in identifiers for b in range(self.buckets)]
+        placed = {unit: index % self.partitions for index, unit in enumerate([*found, *self._others])}
+        names = sorted(f"{unit.name}/" for unit in placed)
+        for first, second in itertools.pairwise(names):
+            if second.startswith(first):  # one unit's keys would read as another's
+                raise TopologyError(
+                    f"the units {first[:-1]!r} and {second[:-1]!r} of the partition plan would share state "
+                    "keys: rename the identifier attribute",
+                    file=self.topology.path,
+                )
+        return placed
 
     def partition_of(self, unit: Unit) -> int:
         """The partition a unit lives in."""
-        if unit.identifier is None:
-            return 0
-        index = self.topology.table.identifiers.index(unit.identifier)
-        return (index * self.buckets + unit.bucket) % self.partitions
+        return self._placed[unit]
 
     def units_in(self, partition: int) -> list[Unit]:
         """The units of one partition (none for a partition beyond the units' count)."""
-        return [unit for unit in self.units() if self.partition_of(unit) == partition]
+        return [unit for unit, placed in self._placed.items() if placed == partition]
 
     def topology_of(self, unit: Unit) -> tuple[Topology, tuple[str, ...]]:
-        """The topology and checks a unit's Detector runs: for an identifier's unit the split checks with
-        that identifier as the only one (the others stay attributes); for the whole unit the other checks."""
+        """The topology and checks a unit's Detector runs: for a value bucket the split checks with its
+        identifier as the only one (the others stay attributes); for a pair its check with that pair's
+        roles alone; for a whole check that check."""
         if unit.identifier is None:
-            return self.topology, self.whole
+            assert unit.check is not None, "a unit without an identifier is a whole check's"
+            return self.topology, (unit.check,)
         table = dataclasses.replace(self.topology.table, identifiers=(unit.identifier,))
-        return dataclasses.replace(self.topology, table=table), self.split
+        if unit.check is None:
+            return dataclasses.replace(self.topology, table=table), self.split
+        assert unit.sensitive is not None, "a check's unit with an identifier is a pair's"
+        table = dataclasses.replace(table, sensitive=(unit.sensitive,))
+        return dataclasses.replace(self.topology, table=table), (unit.check,)
 
     @cached_property
-    def _whole_reads_table(self) -> bool:
-        return bool(self.whole) and plan_checks(self.topology, self.whole).needs_table
+    def _table_readers(self) -> frozenset[Unit]:
+        return frozenset(unit for unit in self._placed if plan_checks(*self.topology_of(unit)).needs_table)
 
     def reads_table(self, unit: Unit) -> bool:
-        """Whether the unit runs a check that reads the private table (only the whole unit can: the split
-        checks never do)."""
-        return unit.identifier is None and self._whole_reads_table
+        """Whether the unit runs a check that reads the private table."""
+        return unit in self._table_readers
+
+    def stale_prefixes(self) -> tuple[str, ...]:
+        """Key prefixes of a state table written under an earlier layout that this plan does not read:
+        the first layout's whole unit, when this plan has units of their own for those checks."""
+        return (f"{FIRST_LAYOUT_WHOLE}/",) if self._others else ()
 
     def rows_for(self, unit: Unit, view: str | None, rows: pl.DataFrame) -> pl.DataFrame:
         """The rows of ``view`` (None: of the private table) the unit must see: those whose identifier value
         falls in its bucket when the view holds its identifier and values are bucketed, else all of them;
         the table's rows only where a check reads them."""
-        identifier = unit.identifier
         if view is None:
             return rows if self.reads_table(unit) else rows.clear()
-        if identifier is None or self.buckets == 1 or identifier not in self.topology.view(view).attributes:
+        identifier = unit.identifier
+        if not unit.by_value or self.buckets == 1 or identifier not in self.topology.view(view).attributes:
             return rows
         return rows.filter(value_partitions(rows.get_column(identifier), self.buckets) == unit.bucket)
 
     def route(self, view: str | None, rows: pl.DataFrame) -> dict[Unit, pl.DataFrame]:
         """The rows of ``view`` each unit must see (units that see none are left out)."""
-        shares = {unit: self.rows_for(unit, view, rows) for unit in self.units()}
+        shares = {unit: self.rows_for(unit, view, rows) for unit in self._placed}
         return {unit: share for unit, share in shares.items() if share.height}
 
     def split_batch(self, batch: Batch) -> dict[Unit, Batch]:
         """The batch each unit folds, as the worker's records of ``batch`` would reach it (units that
-        receive nothing left out): views' rows and withdrawals by :meth:`route`, the table's to the unit
-        whose checks read it (:meth:`reads_table`)."""
+        receive nothing left out): views' rows and withdrawals by :meth:`route`, the table's to the units
+        whose checks read it (:meth:`reads_table`), even when it has no rows (an empty table is seen)."""
         parts: dict[Unit, tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]] = {}
         for position, frames in enumerate((batch.views, batch.retracted)):
             for view, rows in frames.items():
                 for unit, share in self.route(view, rows).items():
                     parts.setdefault(unit, ({}, {}))[position][view] = share
         out = {unit: Batch(views=views, retracted=retracted) for unit, (views, retracted) in parts.items()}
-        if self.reads_table(Unit()) and (batch.table is not None or batch.retracted_table is not None):
-            whole = out.get(Unit(), Batch())
-            out[Unit()] = Batch(whole.views, batch.table, whole.retracted, batch.retracted_table)
+        if batch.table is not None or batch.retracted_table is not None:
+            for unit in self._table_readers:
+                part = out.get(unit, Batch())
+                out[unit] = Batch(part.views, batch.table, part.retracted, batch.retracted_table)
         return out
 
 
 def plan(topology: Topology, partitions: int, checks: Sequence[str] | None = None) -> Plan:
     """Split ``topology``'s checks (``checks``, default the topology's) over ``partitions`` partitions.
-    Raises :class:`~streamdetect.errors.TopologyError` as the Detector does for unknown checks."""
+    Raises :class:`~streamdetect.errors.TopologyError` as the Detector does for unknown checks, and when
+    two units' state keys would overlap."""
     if partitions < 1:
         raise ValueError("partitions must be at least 1")
     planned = plan_checks(topology, checks)
-    split, whole = planned.split, planned.whole
-    return Plan(topology, partitions, split, whole)
+    split = Plan(topology, partitions, planned.split, planned.whole, planned.by_pair)
+    split.units()  # refuse overlapping units now, not at a partition's first record
+    return split
 
 
 def value_partitions(values: pl.Series, partitions: int) -> pl.Series:

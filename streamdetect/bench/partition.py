@@ -5,7 +5,8 @@ decided: the partition plan's units (:mod:`streamdetect.partitioning`) each fold
 micro-batches (what the worker's routing would hand them), beside one Detector folding every row. Per
 unit: the CPU seconds of its updates and the peak bytes of its state (its snapshot, read at evenly spaced
 batches and at the end); then the largest unit's shares of one Detector's CPU and state, the units'
-total CPU against one Detector's (the overhead of splitting), and whether the units' findings together
+total CPU against one Detector's (the overhead of splitting), per partition the units' sums (what the
+worker holding it folds) and the busiest partition's share, and whether the units' findings together
 equal one Detector's. The batches alternate between the Detector and the units, so a drift in the
 machine's speed weighs on both alike. CPU is the process's (``time.process_time``: every thread, so
 polars' own threads count).
@@ -84,6 +85,8 @@ def run_partition(
     rows = [_unit_row(unit, split.partition_of(unit), measured) for unit, measured in units.items()]
     largest_cpu = max((row["cpu_s"] for row in rows), default=0.0)
     largest_state = max((row["peak_state_bytes"] for row in rows), default=0)
+    held = _partition_rows(rows, partitions)
+    busiest = max((row["cpu_s"] for row in held), default=0.0)
     return {
         "topology": topology.name,
         "partitions": partitions,
@@ -96,8 +99,23 @@ def run_partition(
         "largest_cpu_share": largest_cpu / single.cpu_s if single.cpu_s else None,
         "largest_state_share": largest_state / single.peak_state_bytes if single.peak_state_bytes else None,
         "total_cpu_ratio": sum(row["cpu_s"] for row in rows) / single.cpu_s if single.cpu_s else None,
+        "by_partition": held,
+        "largest_partition_cpu_share": busiest / single.cpu_s if single.cpu_s else None,
         "findings_equal": found == expected,
     }
+
+
+def _partition_rows(rows: list[dict[str, Any]], partitions: int) -> list[dict[str, Any]]:
+    """Per partition, what its units cost together: the work of the worker holding that partition (the
+    units' peak states summed: an upper bound, as their peaks may fall at different batches)."""
+    return [
+        {
+            "partition": partition,
+            "cpu_s": sum(row["cpu_s"] for row in rows if row["partition"] == partition),
+            "peak_state_bytes": sum(row["peak_state_bytes"] for row in rows if row["partition"] == partition),
+        }
+        for partition in range(partitions)
+    ]
 
 
 def _unit_row(unit: Unit, partition: int, measured: _Measured) -> dict[str, Any]:

@@ -24,19 +24,30 @@ F = TypeVar("F")
 ProgressFactory = Callable[[str, int], Callable[[int, int], None]]
 
 
+#: ``CheckProperties.partition``: the state splits by identifier value (module :mod:`streamdetect.partitioning`).
+BY_IDENTIFIER_VALUE = "identifier value"
+#: ``CheckProperties.partition``: the findings of each (identifier, sensitive) pair are the check's over a
+#: table declaring that pair alone, so each pair is a piece of its own.
+BY_PAIR = "identifier and sensitive pair"
+#: ``CheckProperties.partition``: one piece.
+WHOLE = "none"
+
+
 @dataclass(frozen=True)
 class CheckProperties:
     """What a check needs and promises (ARX's privacy criteria declare theirs the same way).
 
     ``needs_table``: reads the private table's rows (publisher-side); ``retractions``: accepts withdrawn
-    rows; ``partition``: the unit its state may be split by across workers (``"identifier value"``: the
-    rows of the views holding an identifier routed by its value, the other views' rows to every piece;
-    ``"none"``: one piece). Whether a finding is exact is the finding's to say (``certain``).
+    rows; ``partition``: the unit its state may be split by across workers (:data:`BY_IDENTIFIER_VALUE`:
+    the rows of the views holding an identifier routed by its value, the other views' rows to every piece;
+    :data:`BY_PAIR`: one piece per (identifier, sensitive) pair, each the check over a table declaring that
+    pair's roles alone, every row; :data:`WHOLE`: one piece). Whether a finding is exact is the finding's
+    to say (``certain``).
     """
 
     needs_table: bool
     retractions: bool = False
-    partition: str = "none"
+    partition: str = WHOLE
     #: Why it reads the private table, when that depends on the topology (for the error without one).
     table_reason: str = ""
 

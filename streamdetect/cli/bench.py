@@ -501,7 +501,8 @@ def partition_command(
     if None not in shares:
         click.echo(
             f"largest unit: {shares[0]:.2f} of one Detector's CPU (1/P = {1 / partitions:.2f}), "
-            f"{shares[1]:.2f} of its state; all units together: {shares[2]:.2f}x its CPU"
+            f"{shares[1]:.2f} of its state; all units together: {shares[2]:.2f}x its CPU; busiest "
+            f"partition: {outcome['largest_partition_cpu_share']:.2f} of its CPU"
         )
     if not outcome["findings_equal"]:
         raise click.ClickException("the units' findings differ from one Detector's")

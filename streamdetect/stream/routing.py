@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from streamdetect.errors import StateError
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.records import (
@@ -125,11 +126,13 @@ class Units:
         the unit's partition."""
         found = self.services.get(unit)
         if found is None:
+            if not self.services:
+                self._refuse_stale()
             topology, checks = self.plan.topology_of(unit)
             # Each identifier's units emit the channels whose first identifier is theirs: once each.
             universal = (
                 UniversalStream(self.plan.topology, self.universal_rows, owner=unit.identifier)
-                if self.universal_rows and unit.identifier is not None
+                if self.universal_rows and unit.by_value
                 else None
             )
             found = DetectorService(
@@ -144,6 +147,18 @@ class Units:
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
         return found
+
+    def _refuse_stale(self) -> None:
+        """Raise :class:`StateError` when the table holds entries of an earlier layout of the units that
+        this plan would not read: its units would start empty and miss every row folded before."""
+        current = tuple(f"{unit.name}/" for unit in self.plan.units())
+        for prefix in self.plan.stale_prefixes():
+            if any(not key.startswith(current) for key in self.entries(prefix)):
+                raise StateError(
+                    "the worker's state topic was written by an earlier version that kept every whole-state "
+                    f"check in one unit ({prefix!r} keys); this version gives each check a unit of its own: "
+                    "delete the application's changelog topics to start afresh"
+                )
 
     def next_offset(self, partition: int) -> int | None:
         """The offset of the route record the units of ``partition`` expect next: one past the last they

@@ -1,8 +1,10 @@
-"""Two workers share the BP benchmark through a real broker; one is killed mid-stream and replaced.
+"""Four workers share the BP benchmark through a real broker; one is killed mid-stream and replaced.
 
-Two workers in one group process the BP views and the findings topic's open set
-ends equal to ``streamdetect check``; killing one (SIGKILL) and starting another still ends with the
-same open set, none lost, and the group's committed lag back to zero within a stated time.
+Four workers in one group, four partitions, process the BP views with linkage and k-anonymity by views
+(linkage's units per identifier, k-anonymity's per identifier and sensitive pair, spread over the
+partitions) and the findings topic's open set ends equal to ``streamdetect check``; killing one
+(SIGKILL) and starting another still ends with the same open set, none lost, and the group's committed
+lag back to zero within a stated time.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from tests.integration.kafka_helpers import Worker
 #: this time (the replacement's takeover included: a 10 s session timeout, the changelog replay, the
 #: killed worker's uncommitted records again). Measured: docs/benchmarks.md, "Two workers".
 DRAINED_WITHIN_S = 300.0
+#: Workers in the group and partitions of the work.
+WORKERS = PARTITIONS = 4
 
 
 def _rows_read(workers: list[Worker]) -> float:
@@ -66,27 +70,29 @@ def _wait(condition: object, what: str, timeout_s: float, workers: list[Worker])
     raise AssertionError(f"{what} within {timeout_s:.0f} s; worker logs:\n{logs}")
 
 
-def test_two_workers_share_bp_and_a_killed_one_is_replaced(
+def test_four_workers_share_bp_and_a_killed_one_is_replaced(
     kafka_bootstrap: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
     table, _ = generate_bp(seed=8)
     path = write_bp(table, tmp_path / "bp", name="bp-shared")
+    path.write_text(path.read_text().replace("checks:\n", "checks:\n  k-anonymity:\n    k: 2\n"))
     topology = load_topology(path)
+    assert [config.name for config in topology.checks] == ["k-anonymity", "linkage"]
     views = load_views(topology)
     rows = sum(frame.height for frame in views.values())
     expected = {finding.id for finding in streamdetect.check(topology, views).findings}
     group = app_id(topology)
-    create_topics(topology, kafka_bootstrap, partitions=2)
+    create_topics(topology, kafka_bootstrap, partitions=PARTITIONS)
     # Each unit's state is compacted every megabyte or so: the replacement restores from snapshots.
     compact = ("--compact-bytes", str(1 << 20))
-    workers += [Worker(path, kafka_bootstrap, tmp_path, partitions=2, extra=compact) for _ in range(2)]
-    _wait(lambda: group_ready(kafka_bootstrap, group, 2), "both workers joined", 120, workers)
+    workers += [Worker(path, kafka_bootstrap, tmp_path, PARTITIONS, compact) for _ in range(WORKERS)]
+    _wait(lambda: group_ready(kafka_bootstrap, group, WORKERS), "every worker joined", 180, workers)
 
     publisher = threading.Thread(target=publish, args=(topology, views, kafka_bootstrap), kwargs={"batch_rows": 1000})
     publisher.start()
     _wait(lambda: _rows_read(workers) >= rows / 3, "a third of the rows read", 300, workers)
     workers[0].kill()  # mid-stream: records read and not yet committed come again to the others
-    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=2, extra=compact))
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, PARTITIONS, compact))
     publisher.join()
     published = time.monotonic()
 
@@ -123,7 +129,7 @@ def _lagging(bootstrap: str, group: str, topics: list[str]) -> str:
     done = committed_offsets(bootstrap, group)
     short = []
     for topic in topics:
-        for partition in range(2):
+        for partition in range(PARTITIONS):
             end = _end(bootstrap, topic, partition)
             if done.get((topic, partition), 0) < end:
                 short.append((topic, partition, done.get((topic, partition)), end))
@@ -142,7 +148,7 @@ def _explain(
         lines.append(f"{finding}: {trail}")
     by_id = {e["id"]: e["finding"] for e in events}
     for finding in sorted(extra)[:2]:  # the other findings of the same identifier value, with their events
-        who = by_id[finding]["identifier"]
+        who = by_id[finding].get("identifier")
         related = [e for e in events if e["finding"].get("identifier") == who]
         lines.append(f"{finding}'s value: {[(e['event'], e['id'], e['finding'].get('level')) for e in related]}")
     reasons = [
@@ -167,7 +173,7 @@ def _explain(
 def _places(bootstrap: str, topic: str, batches: set[str]) -> list[tuple[str, int, int]]:
     """(batch id, partition, offset) of the records of ``topic`` that carry one of ``batches``."""
     found = []
-    for partition in range(2):
+    for partition in range(PARTITIONS):
         end = _end(bootstrap, topic, partition)
         for offset, _, headers in read_range(bootstrap, topic, partition, start=0, end=end):
             batch = dict(headers).get("streamdetect-batch", b"").decode()

@@ -1,15 +1,18 @@
-"""The work split by identifier value (streamdetect/partitioning.py) finds what one Detector finds.
+"""The work split into units (streamdetect/partitioning.py) finds what one Detector finds.
 
 The streaming worker shares linkage between workers by routing the rows of a view holding identifier E
 by the partition of their E value, broadcasting the other views, and running one Detector per (E,
-partition) with E as the only identifier. On random publications (the linkage reference's strategy:
-small domains, nulls, one or two identifiers) and on every shipped topology, fed in random batches with
-withdrawals, the union of the units' findings after every batch must equal the findings of one Detector
-given the same batches, ids included; so must the union of the raised and cleared events.
+partition) with E as the only identifier; k-anonymity by views runs one Detector per (identifier,
+sensitive) pair, every other check one of its own. On random publications (the linkage reference's
+strategy: small domains, nulls, empty views, one or two identifiers and sensitive attributes) with
+linkage, k-anonymity or both, and on every shipped topology, fed in random batches with withdrawals,
+the union of the units' findings after every batch must equal the findings of one Detector given the
+same batches, ids included; so must the union of the raised and cleared events.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import zlib
 from pathlib import Path
@@ -21,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.detector import Detector
+from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.batch import Batch
@@ -48,18 +52,26 @@ def _agree(topology: Topology, batches: list[Batch], partitions: int) -> None:
         assert sorted(live) == expected
 
 
-def _topology(publication: dict[str, Any]) -> Topology:
+def _topology(publication: dict[str, Any], checks: tuple[str, ...] = ("linkage",)) -> Topology:
     table = TableSchema("T", publication["attributes"], publication["identifiers"], publication["sensitive"])
     views = tuple(ViewDefinition(name, schema) for name, schema in publication["views"].items())
-    return Topology("random", table, views, (CheckConfig("linkage", publication["k"]),))
+    return Topology("random", table, views, tuple(CheckConfig(name, publication["k"]) for name in checks))
+
+
+CHECK_SETS = [("linkage",), ("k-anonymity",), ("linkage", "k-anonymity")]
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(publication=publications(), partitions=st.integers(2, 4), rng=st.randoms(use_true_random=False))
+@given(
+    publication=publications(),
+    checks=st.sampled_from(CHECK_SETS),
+    partitions=st.integers(2, 8),
+    rng=st.randoms(use_true_random=False),
+)
 def test_units_agree_with_one_detector_on_random_publications(
-    publication: dict[str, Any], partitions: int, rng: random.Random
+    publication: dict[str, Any], checks: tuple[str, ...], partitions: int, rng: random.Random
 ) -> None:
-    topology = _topology(publication)
+    topology = _topology(publication, checks)
     views = {
         name: pl.DataFrame(rows, schema=dict.fromkeys(publication["views"][name], pl.Int64))
         for name, rows in publication["rows"].items()
@@ -89,12 +101,51 @@ def test_value_partitions_are_stable_text_crcs() -> None:
     assert value_partitions(pl.Series([42]), 3).to_list() == [zlib.crc32(b"42") % 3]
 
 
-def test_a_topology_without_split_checks_runs_whole_at_partition_zero() -> None:
+def test_a_check_that_cannot_split_runs_whole_in_a_unit_of_its_own() -> None:
     topology = load_topology(next(path for path in TOPOLOGIES if path.stem == "sind-figure2"))
     split = plan(topology, 3)
-    assert split.units() == [Unit()]
-    assert split.topology_of(Unit()) == (topology, split.whole)
-    assert [split.units_in(p) for p in range(3)] == [[Unit()], [], []]
+    sind = Unit(check="sind")
+    assert split.units() == [sind]
+    assert sind.name == "#sind"
+    assert split.topology_of(sind) == (topology, ("sind",))
+    assert [split.units_in(p) for p in range(3)] == [[sind], [], []]
+    assert split.reads_table(sind)
+    assert split.stale_prefixes() == ("*/",)
+
+
+def test_k_anonymity_splits_by_pair_and_each_check_has_its_unit() -> None:
+    topology = load_topology(next(path for path in TOPOLOGIES if path.stem == "dou-patients"))
+    with_checks = dataclasses.replace(
+        topology, checks=(*topology.checks, CheckConfig("k-anonymity", 2), CheckConfig("table-k-anonymity", 2))
+    )
+    schema = dataclasses.replace(with_checks.table, quasi_identifiers=("DOB", "ZIP"))
+    with_checks = dataclasses.replace(with_checks, table=schema)
+    assert topology.table.identifiers == ("SSN", "Name")
+    assert topology.table.sensitive == ("Disease",)
+    pairs = [Unit(e, check="k-anonymity", sensitive="Disease") for e in ("SSN", "Name")]
+    whole = Unit(check="table-k-anonymity")
+    four = plan(with_checks, 4)
+    assert four.buckets == 1  # three other units leave one partition for the two identifiers
+    assert four.units() == [Unit("SSN"), Unit("Name"), *pairs, whole]
+    assert [four.units_in(p) for p in range(4)] == [[Unit("SSN"), whole], [Unit("Name")], [pairs[0]], [pairs[1]]]
+    pair_topology, checks = four.topology_of(pairs[1])
+    assert checks == ("k-anonymity",)
+    assert (pair_topology.table.identifiers, pair_topology.table.sensitive) == (("Name",), ("Disease",))
+    assert pairs[1].name == "#k-anonymity/Name/Disease"
+    assert [four.reads_table(unit) for unit in four.units()] == [False, False, False, False, True]
+    seven = plan(with_checks, 7)
+    assert seven.buckets == 2  # four partitions free: two buckets per identifier
+    assert len(seven.units()) == 7
+    assert {seven.partition_of(unit) for unit in seven.units()} == set(range(7))
+    assert plan(topology, 3).stale_prefixes() == ()  # linkage alone: the layout it always had
+
+
+def test_units_whose_state_keys_would_overlap_are_refused() -> None:
+    topology = load_topology(next(path for path in TOPOLOGIES if path.stem == "sind-figure2"))
+    table = dataclasses.replace(topology.table, identifiers=("#sind",))
+    clash = dataclasses.replace(topology, table=table, checks=(*topology.checks, CheckConfig("linkage", 2)))
+    with pytest.raises(TopologyError, match="share state keys"):
+        plan(clash, 2)
 
 
 def test_identifiers_first_then_value_buckets_fill_the_partitions() -> None:

@@ -104,6 +104,18 @@ def test_a_table_written_under_another_partition_count_is_refused() -> None:
         four.units.service(four.plan.units()[0])
 
 
+def test_a_table_of_the_first_layout_of_whole_checks_is_refused() -> None:
+    """A state table from a worker that kept the whole-state checks in one unit ("*"): the units of their
+    own would start empty and miss every row before, so the worker refuses it and says what to do."""
+    group = _Group(2, ROOT / "topologies" / "sind-figure2.yaml")
+    group.table = {"*/record/0.0": b"\x00"}
+    with pytest.raises(StateError, match="earlier version"):
+        group.units.service(group.plan.units()[0])
+    fresh = _Group(2, ROOT / "topologies" / "sind-figure2.yaml")
+    fresh.table = {"#sind/record/0.0": b"\x00", "other": b""}
+    fresh.units._refuse_stale()  # its own keys, and keys of no unit outside the first layout's prefix
+
+
 def test_units_know_the_next_route_offset_across_a_handover() -> None:
     """A unit's state keeps the offset of the last route record it folded: a worker taking the
     partition over knows which offset comes next, so a record the consumer skipped shows as a jump."""

@@ -185,8 +185,8 @@ def test_findings_of_a_blind_check_exit_4_and_say_why() -> None:
 
 
 def test_table_records_go_to_the_unit_that_reads_the_table_only(tmp_path: Path) -> None:
-    """Two partitions: linkage split by identifier value, SIND in the whole unit (partition 0); the table's
-    rows reach the whole unit only, and an empty table record reaches it too (the table is seen)."""
+    """Two partitions: linkage's unit in partition 0, SIND's own unit in partition 1; the table's rows
+    reach SIND's unit only, and an empty table record reaches it too (the table is seen)."""
     text = SIND.read_text().replace("source: data/", f"source: {SIND.parent}/data/")
     path = tmp_path / "t.yaml"
     path.write_text(text.replace("checks:\n", "checks:\n  linkage: {k: 2}\n"))
@@ -202,8 +202,8 @@ def test_table_records_go_to_the_unit_that_reads_the_table_only(tmp_path: Path) 
         for partition, body, named in routed.records:
             outcome = units.handle(body, named, partition)
             folded[partition] = outcome.publication is not None and not outcome.replayed
-        assert folded == {0: True, 1: False}
-        whole = next(service for unit, service in units.services.items() if unit.identifier is None)
+        assert folded == {0: False, 1: True}
+        whole = next(service for unit, service in units.services.items() if unit.check == "sind")
         assert whole.detector.incomplete() == {}
 
 

@@ -26,7 +26,7 @@ from functools import cached_property
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.k_anonymity.methods import KAnonymityState, Method, choose_method
 from streamdetect.checks.presentation import Section, Shown, association_cells, values_text
-from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import BY_PAIR, WHOLE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
@@ -58,11 +58,13 @@ class KAnonymity:
 
     @property
     def properties(self) -> CheckProperties:
-        """Needs the table for the FD method of section 7 (conservative: its findings say so)."""
+        """Needs the table for the FD method of section 7 (conservative: its findings say so); splits by
+        (identifier, sensitive) pair where the method is chosen and run per pair."""
         reads_table = self.method.reads_table
         return CheckProperties(
             needs_table=reads_table,
             retractions=True,
+            partition=BY_PAIR if self.method.per_pair else WHOLE,
             table_reason="with effective functional dependencies it is checked conservatively against the table"
             if reads_table
             else "",

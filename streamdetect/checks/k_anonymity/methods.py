@@ -49,6 +49,12 @@ class Method(Protocol):
         """Whether it reads the private table's rows."""
         ...
 
+    @property
+    def per_pair(self) -> bool:
+        """Whether its covers of each (identifier, sensitive) pair are its covers over a table declaring
+        that pair alone (the same method chosen there: no effective functional dependency)."""
+        ...
+
     def initialize(self) -> Any:
         """No rows seen."""
         ...
@@ -92,6 +98,7 @@ class JoinMethod:
     topology: Topology
     k: int
     reads_table = False
+    per_pair = True
 
     def initialize(self) -> AssociationCoverState:
         return self.check.initialize()
@@ -140,6 +147,9 @@ class RecomputedMethod:
     check: RecomputedCheck[AssociationCoverFinding]
     topology: Topology
     k: int
+    #: The cell procedure: per pair. The methods with functional dependencies are chosen from every pair
+    #: together (key paths for all, key matching for one), so a pair alone may call for another method.
+    per_pair: bool = False
 
     @property
     def reads_table(self) -> bool:
@@ -215,7 +225,7 @@ def choose_method(topology: Topology, k: int | None = None) -> Method:
     if selections and not effective:
         dates = frozenset(a for a, kind in schema.types.items() if kind == "date")
         cells = SelectionCoverCheck(topology.views, schema.identifiers, schema.sensitive, threshold, dates=dates)
-        return RecomputedMethod(RecomputedCheck(cells.run, names), topology, threshold)
+        return RecomputedMethod(RecomputedCheck(cells.run, names), topology, threshold, per_pair=True)
     if not effective:
         return JoinMethod(AssociationCoverCheck.from_topology(topology, k=threshold), topology, threshold)
     paths = {

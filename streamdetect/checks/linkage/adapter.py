@@ -12,7 +12,7 @@ from streamdetect.checks.linkage.check import LinkageCheck
 from streamdetect.checks.linkage.state import (
     LinkageState,
 )
-from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import BY_IDENTIFIER_VALUE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
@@ -29,7 +29,7 @@ class Linkage:
 
     check: LinkageCheck
     name = "linkage"
-    properties = CheckProperties(needs_table=False, retractions=True, partition="identifier value")
+    properties = CheckProperties(needs_table=False, retractions=True, partition=BY_IDENTIFIER_VALUE)
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None, max_level: int | None = None) -> Linkage:

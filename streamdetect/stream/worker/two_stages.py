@@ -37,7 +37,7 @@ def two_stages(
     bootstrap: str,
 ) -> None:
     split = units.plan
-    topics = input_topics(topology, [*split.split, *split.whole])
+    topics = input_topics(topology, split.checks)
     route = app.topic(route_topic(topology), partitions=split.partitions, **RAW)
     router = Router(split, max_bytes)
     metrics = out.metrics
