@@ -13,7 +13,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from streamdetect.checks.protocol import BY_IDENTIFIER_VALUE, BY_PAIR, Check
+from streamdetect.checks.protocol import BY_IDENTIFIER_VALUE, BY_PAIR, BY_SENSITIVE, Check, Narrows
 from streamdetect.checks.registry import REGISTRY, unmet_needs
 from streamdetect.errors import TopologyError
 from streamdetect.model.topology import Topology
@@ -84,9 +84,22 @@ class CheckPlan:
         return tuple(name for name, check in self.checks.items() if check.properties.partition == BY_PAIR)
 
     @cached_property
+    def by_sensitive(self) -> tuple[str, ...]:
+        """The checks whose findings split by sensitive attribute, each attribute a piece of its own."""
+        return tuple(name for name, check in self.checks.items() if check.properties.partition == BY_SENSITIVE)
+
+    @cached_property
     def whole(self) -> tuple[str, ...]:
         """The checks whose state is one piece."""
-        return tuple(name for name in self.checks if name not in self.split and name not in self.by_pair)
+        parted = {*self.split, *self.by_pair, *self.by_sensitive}
+        return tuple(name for name in self.checks if name not in parted)
+
+    def narrowed(self, name: str, sensitive: str) -> CheckPlan:
+        """The plan of check ``name`` alone, narrowed to ``sensitive`` (a check split by sensitive attribute)."""
+        check = self.checks[name]
+        if not isinstance(check, Narrows):
+            raise TypeError(f"the {name} check does not split by sensitive attribute")
+        return CheckPlan(self.topology, MappingProxyType({name: check.narrowed(sensitive)}), self.max_level)
 
     @cached_property
     def unwithdrawable(self) -> tuple[str, ...]:

@@ -12,9 +12,11 @@ tests/property/test_partition_agreement.py).
 
 The other checks split by what their findings depend on (``CheckProperties.partition``). k-anonymity by
 views (without effective functional dependencies) finds each (identifier, sensitive) pair's covers as
-it would over a table declaring that pair alone, so each pair is a unit of its own. The rest (SIND, RSIND,
-table k-anonymity, l-diversity; k-anonymity with dependencies) run whole, each check a unit of its own,
-seeing every row; a unit reads the table only when one of its checks does.
+it would over a table declaring that pair alone, so each pair is a unit of its own. SIND and RSIND decide
+each sensitive attribute's classes on their own (the other sensitive attributes stay in the rows as
+public values of a view), so each attribute is a unit running the check narrowed to it. The rest (table
+k-anonymity, l-diversity; k-anonymity with dependencies) run whole, each check a unit of its own. Every
+such unit sees every row; a unit reads the table only when one of its checks does.
 
 Splitting by identifier comes first: measured on BP, one Detector per identifier costs what one Detector
 for both costs (28.6 s against 30.5 s of CPU for the 271,332 rows in 1,000-row batches), so two workers
@@ -40,7 +42,8 @@ from functools import cached_property
 
 import polars as pl
 
-from streamdetect.check_plan import plan_checks
+from streamdetect.check_plan import CheckPlan, plan_checks
+from streamdetect.detector import Detector
 from streamdetect.errors import TopologyError
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
@@ -49,8 +52,9 @@ from streamdetect.model.topology import Topology
 @dataclass(frozen=True)
 class Unit:
     """A share of the work: the values of identifier ``identifier`` in value bucket ``bucket`` for the
-    checks split by identifier value (``check`` None); or one check (``check``) in a piece of its own,
-    for one (``identifier``, ``sensitive``) pair when it splits by pair, else whole."""
+    checks split by identifier value (``check`` None); or one check (``check``) in a piece of its own:
+    for one (``identifier``, ``sensitive``) pair when it splits by pair, for one ``sensitive`` attribute
+    (no identifier) when it splits by sensitive attribute, else whole."""
 
     identifier: str | None = None
     bucket: int = 0
@@ -65,12 +69,13 @@ class Unit:
     @property
     def name(self) -> str:
         """A key prefix, never a value: ``<identifier>/<bucket>`` for a value bucket, ``#<check>`` for a
-        check whole, ``#<check>/<identifier>/<sensitive>`` for a check's pair."""
+        check whole, ``#<check>/<identifier>/<sensitive>`` for a check's pair, ``#<check>/<sensitive>`` for
+        a check's sensitive attribute."""
         if self.check is None:
             return f"{self.identifier}/{self.bucket}"
-        if self.identifier is None:
-            return f"#{self.check}"
-        return f"#{self.check}/{self.identifier}/{self.sensitive}"
+        if self.identifier is not None:
+            return f"#{self.check}/{self.identifier}/{self.sensitive}"
+        return f"#{self.check}" if self.sensitive is None else f"#{self.check}/{self.sensitive}"
 
 
 #: The unit of every whole-state check in the first layout (one unit at partition 0): a state table with
@@ -84,10 +89,12 @@ class Plan:
 
     The units, in order: one per identifier and value bucket for the checks split by value (``split``);
     one per (identifier, sensitive) pair for each check split by pair (``by_pair``), sensitive attribute
-    by sensitive attribute; one per other check (``whole``). Unit i lives in partition i mod ``partitions``. Value buckets come in only when the
-    other units leave partitions free: ``buckets`` = ceil(free partitions / identifiers), at least one (a
-    bucket still sees the views without its identifier whole, so it costs nearly what the identifier
-    costs). A record of any view goes to every partition; each unit takes its share."""
+    by sensitive attribute; one per sensitive attribute for each check split by attribute
+    (``by_sensitive``); one per other check (``whole``). Unit i lives in partition i mod ``partitions``.
+    Value buckets come in only when the other units leave partitions free: ``buckets`` = ceil(free
+    partitions / identifiers), at least one (a bucket still sees the views without its identifier whole,
+    so it costs nearly what the identifier costs). A record of any view goes to every partition; each
+    unit takes its share."""
 
     topology: Topology
     partitions: int
@@ -96,15 +103,20 @@ class Plan:
     split: tuple[str, ...]
     whole: tuple[str, ...]
     by_pair: tuple[str, ...] = ()
+    #: Checks split by sensitive attribute (SIND, RSIND).
+    by_sensitive: tuple[str, ...] = ()
+    #: The threshold overriding every check's, as the Detector takes it.
+    k: int | None = None
 
     @property
     def checks(self) -> tuple[str, ...]:
         """Every check the plan runs."""
-        return (*self.split, *self.by_pair, *self.whole)
+        return (*self.split, *self.by_pair, *self.by_sensitive, *self.whole)
 
     @cached_property
     def _others(self) -> list[Unit]:
-        """The units besides the value buckets: each pair of the checks split by pair, then each whole check."""
+        """The units besides the value buckets: each pair of the checks split by pair, each sensitive
+        attribute of those split by attribute, then each whole check."""
         table = self.topology.table
         # Sensitive-major: a pair's cost follows how far its sensitive attribute's views join more than
         # its identifier (on BP 33-36 s of CPU for either identifier with Health Condition, 9-11 s with
@@ -112,7 +124,8 @@ class Plan:
         pairs = [
             Unit(e, check=c, sensitive=s) for c in self.by_pair for s in table.sensitive for e in table.identifiers
         ]
-        return [*pairs, *(Unit(check=c) for c in self.whole)]
+        attributes = [Unit(check=c, sensitive=s) for c in self.by_sensitive for s in table.sensitive]
+        return [*pairs, *attributes, *(Unit(check=c) for c in self.whole)]
 
     @property
     def buckets(self) -> int:
@@ -151,9 +164,10 @@ class Plan:
     def topology_of(self, unit: Unit) -> tuple[Topology, tuple[str, ...]]:
         """The topology and checks a unit's Detector runs: for a value bucket the split checks with its
         identifier as the only one (the others stay attributes); for a pair its check with that pair's
-        roles alone; for a whole check that check."""
+        roles alone; for a whole check or a sensitive attribute's unit that check (narrowed by
+        :meth:`check_plan`)."""
         if unit.identifier is None:
-            assert unit.check is not None, "a unit without an identifier is a whole check's"
+            assert unit.check is not None, "a unit without an identifier is a check's, whole or narrowed"
             return self.topology, (unit.check,)
         table = dataclasses.replace(self.topology.table, identifiers=(unit.identifier,))
         if unit.check is None:
@@ -162,9 +176,24 @@ class Plan:
         table = dataclasses.replace(table, sensitive=(unit.sensitive,))
         return dataclasses.replace(self.topology, table=table), (unit.check,)
 
+    def check_plan(self, unit: Unit) -> CheckPlan:
+        """The checks the unit's Detector runs, built (``Detector(topology, plan=...)``): those of
+        :meth:`topology_of`, a check split by sensitive attribute narrowed to the unit's."""
+        topology, checks = self.topology_of(unit)
+        planned = plan_checks(topology, checks, k=self.k)
+        if unit.by_value or unit.identifier is not None or unit.sensitive is None:
+            return planned
+        assert unit.check is not None
+        return planned.narrowed(unit.check, unit.sensitive)
+
+    def detector(self, unit: Unit) -> Detector:
+        """A Detector of the unit's checks, over its topology, with no rows."""
+        planned = self.check_plan(unit)
+        return Detector(planned.topology, plan=planned)
+
     @cached_property
     def _table_readers(self) -> frozenset[Unit]:
-        return frozenset(unit for unit in self._placed if plan_checks(*self.topology_of(unit)).needs_table)
+        return frozenset(unit for unit in self._placed if self.check_plan(unit).needs_table)
 
     def reads_table(self, unit: Unit) -> bool:
         """Whether the unit runs a check that reads the private table."""
@@ -208,14 +237,14 @@ class Plan:
         return out
 
 
-def plan(topology: Topology, partitions: int, checks: Sequence[str] | None = None) -> Plan:
-    """Split ``topology``'s checks (``checks``, default the topology's) over ``partitions`` partitions.
-    Raises :class:`~streamdetect.errors.TopologyError` as the Detector does for unknown checks, and when
-    two units' state keys would overlap."""
+def plan(topology: Topology, partitions: int, checks: Sequence[str] | None = None, k: int | None = None) -> Plan:
+    """Split ``topology``'s checks (``checks``, default the topology's; ``k`` overriding every threshold)
+    over ``partitions`` partitions. Raises :class:`~streamdetect.errors.TopologyError` as the Detector
+    does for unknown checks, and when two units' state keys would overlap."""
     if partitions < 1:
         raise ValueError("partitions must be at least 1")
-    planned = plan_checks(topology, checks)
-    split = Plan(topology, partitions, planned.split, planned.whole, planned.by_pair)
+    planned = plan_checks(topology, checks, k=k)
+    split = Plan(topology, partitions, planned.split, planned.whole, planned.by_pair, planned.by_sensitive, k)
     split.units()  # refuse overlapping units now, not at a partition's first record
     return split
 

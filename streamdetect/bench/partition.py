@@ -62,9 +62,9 @@ def run_partition(
     micro-batches to one Detector and to the units of the ``partitions``-partition plan; return the
     measurements (module docstring). Raises :class:`~streamdetect.errors.TopologyError` for unknown
     checks, as the Detector does."""
-    split = plan(topology, partitions, checks)
+    split = plan(topology, partitions, checks, k=k)
     single = _Measured(Detector(topology, checks, k=k))
-    units = {unit: _Measured(Detector(*split.topology_of(unit), k=k)) for unit in split.units()}
+    units = {unit: _Measured(split.detector(unit)) for unit in split.units()}
     inputs = fed_inputs(views, table)
     batches = micro_batches(inputs, 0, batch_rows)
     every = max(1, len(batches) // SAMPLES)

@@ -29,6 +29,9 @@ BY_IDENTIFIER_VALUE = "identifier value"
 #: ``CheckProperties.partition``: the findings of each (identifier, sensitive) pair are the check's over a
 #: table declaring that pair alone, so each pair is a piece of its own.
 BY_PAIR = "identifier and sensitive pair"
+#: ``CheckProperties.partition``: one piece per sensitive attribute, each the check examining that attribute
+#: alone over every row (:class:`Narrows`).
+BY_SENSITIVE = "sensitive attribute"
 #: ``CheckProperties.partition``: one piece.
 WHOLE = "none"
 
@@ -41,7 +44,8 @@ class CheckProperties:
     rows; ``partition``: the unit its state may be split by across workers (:data:`BY_IDENTIFIER_VALUE`:
     the rows of the views holding an identifier routed by its value, the other views' rows to every piece;
     :data:`BY_PAIR`: one piece per (identifier, sensitive) pair, each the check over a table declaring that
-    pair's roles alone, every row; :data:`WHOLE`: one piece). Whether a finding is exact is the finding's
+    pair's roles alone, every row; :data:`BY_SENSITIVE`: one piece per sensitive attribute, each the check
+    narrowed to it (:class:`Narrows`), every row; :data:`WHOLE`: one piece). Whether a finding is exact is the finding's
     to say (``certain``).
     """
 
@@ -142,4 +146,14 @@ class Withholds(Protocol):
 
     def result_without(self, state: Any, views: frozenset[str]) -> list[Any]:
         """The findings of the state as if ``views`` were not published."""
+        ...
+
+
+@runtime_checkable
+class Narrows(Protocol):
+    """A check split by sensitive attribute (:data:`BY_SENSITIVE`): its findings about one attribute are
+    those of the check narrowed to it, run over the same rows."""
+
+    def narrowed(self, sensitive: str) -> Any:
+        """The same check reporting only on ``sensitive`` (a check of the same name and state)."""
         ...

@@ -143,6 +143,7 @@ class Units:
                 universal=universal,
                 compact_bytes=self.compact_bytes,
                 replay_retention_s=self.replay_retention_s,
+                plan=self.plan.check_plan(unit),
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from streamdetect.check_plan import CheckPlan
 from streamdetect.detector import Detector
 from streamdetect.errors import StateError, StreamdetectError
 from streamdetect.model.batch import Batch
@@ -106,6 +107,7 @@ class DetectorService:
         compact_bytes: int | None = COMPACT_BYTES,
         replay_retention_s: float | None = REPLAY_RETENTION_S,
         defer_compaction: bool = False,
+        plan: CheckPlan | None = None,
     ):
         """``prefix``: of the table keys this service writes and restores from (a unit's, when several
         share one table); ``placement``: how rows were placed in this service's share (the partition
@@ -116,9 +118,11 @@ class DetectorService:
         ``replay_retention_s``: a snapshot keeps the batch ids folded within that many seconds only
         (:data:`REPLAY_RETENTION_S`; None: all, for ever): a record redelivered later is folded again;
         ``defer_compaction``: the caller takes snapshots when idle (:meth:`idle_compaction_due`,
-        :meth:`compact`), so a fold forces one only at :data:`FORCED_FACTOR` times the threshold."""
+        :meth:`compact`), so a fold forces one only at :data:`FORCED_FACTOR` times the threshold;
+        ``plan``: the checks built already (a partition unit's, :meth:`~streamdetect.partitioning.Plan.check_plan`),
+        instead of ``checks``."""
         self.topology = topology
-        self.detector = Detector(topology, checks)
+        self.detector = Detector(topology, checks, plan=plan)
         self.max_bytes = max_bytes
         self.prefix = prefix
         self.fingerprint = f"{self.detector.fingerprint}@{placement}" if placement else self.detector.fingerprint

@@ -28,6 +28,7 @@ from streamdetect.errors import TopologyError
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.batch import Batch
+from streamdetect.model.predicates import Predicate, parse_predicate
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 from streamdetect.partitioning import Unit, plan, value_partitions
 from tests.property.test_check_conformance import TOPOLOGIES, _pieces, _with_withdrawals
@@ -36,7 +37,7 @@ from tests.property.test_linkage_reference import publications
 
 def _agree(topology: Topology, batches: list[Batch], partitions: int) -> None:
     split = plan(topology, partitions)
-    units = {unit: Detector(*split.topology_of(unit)) for unit in split.units()}
+    units = {unit: split.detector(unit) for unit in split.units()}
     one = Detector(topology)
     live: dict[str, Any] = {}
     for batch in batches:
@@ -101,13 +102,14 @@ def test_value_partitions_are_stable_text_crcs() -> None:
     assert value_partitions(pl.Series([42]), 3).to_list() == [zlib.crc32(b"42") % 3]
 
 
-def test_a_check_that_cannot_split_runs_whole_in_a_unit_of_its_own() -> None:
+def test_sind_splits_by_sensitive_attribute_and_runs_narrowed() -> None:
     topology = load_topology(next(path for path in TOPOLOGIES if path.stem == "sind-figure2"))
     split = plan(topology, 3)
-    sind = Unit(check="sind")
+    sind = Unit(check="sind", sensitive="Problem")
     assert split.units() == [sind]
-    assert sind.name == "#sind"
+    assert sind.name == "#sind/Problem"
     assert split.topology_of(sind) == (topology, ("sind",))
+    assert split.check_plan(sind).checks["sind"].check.examined == ("Problem",)  # type: ignore[attr-defined]
     assert [split.units_in(p) for p in range(3)] == [[sind], [], []]
     assert split.reads_table(sind)
     assert split.stale_prefixes() == ("*/",)
@@ -142,7 +144,7 @@ def test_k_anonymity_splits_by_pair_and_each_check_has_its_unit() -> None:
 
 def test_units_whose_state_keys_would_overlap_are_refused() -> None:
     topology = load_topology(next(path for path in TOPOLOGIES if path.stem == "sind-figure2"))
-    table = dataclasses.replace(topology.table, identifiers=("#sind",))
+    table = dataclasses.replace(topology.table, identifiers=("#sind/Problem",))
     clash = dataclasses.replace(topology, table=table, checks=(*topology.checks, CheckConfig("linkage", 2)))
     with pytest.raises(TopologyError, match="share state keys"):
         plan(clash, 2)
@@ -162,3 +164,53 @@ def test_identifiers_first_then_value_buckets_fill_the_partitions() -> None:
     shares = [three.rows_for(Unit("SSN", b), "v1", rows) for b in range(2)]
     assert sorted(pl.concat(shares).get_column("SSN").to_list()) == rows.get_column("SSN").to_list()
     assert three.rows_for(Unit("Name", 0), "v1", rows).equals(rows)  # v1 lacks Name: every row
+
+
+@st.composite
+def private_tables(draw: st.DrawFn) -> tuple[Topology, pl.DataFrame]:
+    """A table over a key (A, B) and two sensitive attributes P and Q (nulls too), one to three views
+    projecting one or both of them, some with a selection on a public or a sensitive attribute (SIND's
+    conservative case), and SIND, RSIND and the table checks configured (k 2 or 3)."""
+    keys = draw(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3)), max_size=14, unique=True))
+    values = st.integers(0, 2) | st.none()
+    rows = [{"A": a, "B": b, "P": draw(values), "Q": draw(values)} for a, b in keys]
+    views = []
+    for i in range(draw(st.integers(1, 3))):
+        chosen = draw(st.lists(st.sampled_from(["A", "B", "P", "Q"]), min_size=1, max_size=3, unique=True))
+        if "P" not in chosen and "Q" not in chosen:
+            chosen.append(draw(st.sampled_from(["P", "Q"])))
+        where = draw(st.none() | st.sampled_from(["A = 1", "B != 0", "P = 1", "Q IN (0, 2)"]))
+        views.append(ViewDefinition(f"v{i}", tuple(a for a in "ABPQ" if a in chosen), where=_parsed(where)))
+    k = draw(st.sampled_from([2, 3]))
+    table = TableSchema("T", ("A", "B", "P", "Q"), (), ("P", "Q"), quasi_identifiers=("A", "B"), source="t.parquet")
+    checks = tuple(CheckConfig(name, k) for name in ("sind", "rsind", "table-k-anonymity", "l-diversity"))
+    frame = pl.DataFrame(rows, schema=dict.fromkeys("ABPQ", pl.Int64))
+    return Topology("private", table, tuple(views), checks), frame
+
+
+def _parsed(text: str | None) -> Predicate | None:
+    return None if text is None else parse_predicate(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=private_tables(), partitions=st.integers(2, 6), rng=st.randoms(use_true_random=False))
+def test_the_publisher_side_checks_split_by_sensitive_attribute_agree_with_one_detector(
+    case: tuple[Topology, pl.DataFrame], partitions: int, rng: random.Random
+) -> None:
+    """SIND and RSIND narrowed to each sensitive attribute (units of their own), the table checks whole:
+    fed the table in random batches, some withdrawing rows (an emptied table too), their findings together
+    are one Detector's, ids included."""
+    topology, table = case
+    split = plan(topology, partitions)
+    assert {unit.name for unit in split.units()} >= {"#sind/P", "#sind/Q", "#rsind/P", "#rsind/Q"}
+    batches, present = [], table.clear()
+    cuts = sorted(rng.sample(range(table.height + 1), k=min(3, table.height + 1)))
+    for start, end in zip([0, *cuts], [*cuts, table.height], strict=True):
+        withdrawn = None
+        if present.height and rng.random() < 0.4:
+            withdrawn = present.sample(rng.randint(1, present.height), seed=rng.randrange(1 << 16))
+            present = present.join(withdrawn, on=["A", "B"], how="anti")
+        added = table.slice(start, end - start)
+        present = pl.concat([present, added])
+        batches.append(Batch(table=added, retracted_table=withdrawn))
+    _agree(topology, batches, partitions)

@@ -158,7 +158,7 @@ def test_units_given_every_records_time_agree_with_one_windowed_detector(
 ) -> None:
     topology = _topology(publication, window)
     split = plan(topology, partitions)
-    units = {unit: Detector(*split.topology_of(unit)) for unit in split.units()}
+    units = {unit: split.detector(unit) for unit in split.units()}
     one = Detector(topology)
     for record in _records(publication, rng):
         batch = _batch(publication, record)

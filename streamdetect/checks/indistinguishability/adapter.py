@@ -3,20 +3,21 @@
 Their state is the table's rows seen (:class:`~streamdetect.checks.indistinguishability.sind.SindState`); a
 batch's view rows do not matter to them (the views are computed from the table by definition), its
 table rows do. SIND recomputes its classes from the rows per update (a new row can move others' certainty);
-RSIND partitions again only the components of its graph an update touches. Their state is one piece.
+RSIND partitions again only the components of its graph an update touches. Each splits by sensitive
+attribute: the check narrowed to one attribute reports that attribute's findings, over the same rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streamdetect.checks.canonical import value_text
 from streamdetect.checks.findings import Delta, SindFinding
 from streamdetect.checks.indistinguishability.rsind import RsindCheck
 from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, appended_after
 from streamdetect.checks.presentation import MEMBERS_SHOWN, Section, Shown
-from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
+from streamdetect.checks.protocol import BY_SENSITIVE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 
@@ -51,8 +52,15 @@ class PublisherSide:
 
     @property
     def properties(self) -> CheckProperties:
-        """Reads the table, takes withdrawals."""
-        return CheckProperties(needs_table=True, retractions=True)
+        """Reads the table, takes withdrawals; splits by sensitive attribute (:meth:`narrowed`)."""
+        return CheckProperties(needs_table=True, retractions=True, partition=BY_SENSITIVE)
+
+    def narrowed(self, sensitive: str) -> PublisherSide:
+        """The check reporting on ``sensitive`` alone. A class of P (and a certainty, a CSIND clique) is
+        decided from the rows, every view projecting P and P's domain; the other sensitive attributes stay
+        in the rows as public values of a view, so the narrowed check keeps them and finds P's findings
+        exactly as the whole check does."""
+        return PublisherSide(replace(self.check, examined=(sensitive,)))
 
     def validate(self, state: SindState, batch: Batch) -> str | None:
         """A withdrawn table row that is not kept, or rows whose public values repeat (SIND) (withdrawn view
@@ -117,7 +125,8 @@ class PublisherSide:
 
     def summary(self, findings: int) -> CheckSummary:
         """Views and sensitive attributes examined."""
-        return CheckSummary(self.name, self.k, len(self.check.views), len(self.check.sensitive), findings)
+        examined = self.check.examined or self.check.sensitive
+        return CheckSummary(self.name, self.k, len(self.check.views), len(examined), findings)
 
 
 def section(summary: CheckSummary, findings: Sequence[SindFinding], shown: Shown) -> Section:

@@ -135,6 +135,8 @@ class RsindCheck:
     public: tuple[str, ...]
     sensitive: tuple[str, ...]
     k: int = 2
+    #: The sensitive attributes whose partitions are kept and reported (empty: all; the rows keep every one).
+    examined: tuple[str, ...] = ()
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> RsindCheck:
@@ -169,14 +171,14 @@ class RsindCheck:
         if withdrawn:
             before = self.result(state)
         else:
-            for sensitive in self.sensitive:
+            for sensitive in self.examined or self.sensitive:
                 self._partition(state, sensitive)  # the rows before, when not cached
         self.fold(state, table_rows, retracted)
         if withdrawn:
             return diff(before, self.result(state))
         raised: list[RsindFinding] = []
         cleared: list[RsindFinding] = []
-        for sensitive in self.sensitive:
+        for sensitive in self.examined or self.sensitive:
             delta = self._advance(state, sensitive)
             raised.extend(delta.raised)
             cleared.extend(delta.cleared)
@@ -185,7 +187,7 @@ class RsindCheck:
     def result(self, state: SindState) -> list[RsindFinding]:
         """Blocks of the RSIND partition smaller than k, per sensitive attribute."""
         findings = []
-        for sensitive in self.sensitive:
+        for sensitive in self.examined or self.sensitive:
             part = self._partition(state, sensitive)
             if part is not None:
                 findings.extend(part.every_finding())

@@ -200,6 +200,9 @@ class SindCheck:
     domains: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     max_pairs: int = MAX_PAIRS
     max_component: int = MAX_COMPONENT
+    #: The sensitive attributes whose classes are reported (empty: all). The rows keep every sensitive
+    #: attribute whatever this says: the others act as public values in a view.
+    examined: tuple[str, ...] = ()
 
     @classmethod
     def from_topology(cls, topology: Topology, k: int | None = None) -> SindCheck:
@@ -285,7 +288,7 @@ class SindCheck:
         if state.rows is None or state.rows.is_empty():
             return []
         findings: list[SindFinding] = []
-        for sensitive in self.sensitive:
+        for sensitive in self.examined or self.sensitive:
             findings.extend(self._classes(state, sensitive))
         return findings
 
