@@ -130,17 +130,20 @@ class WorkerMetrics(WorkerSensor):
             for setting in named:
                 self.misconfigured.labels(kind, setting).set(1 if (kind, setting) in wrong else 0)
 
-    def inputs(self, incomplete: Iterable[str]) -> None:
+    def inputs(self, incomplete: Iterable[str], reporting: Iterable[str] | None = None) -> None:
         """The checks that cannot see the table now (:meth:`Detector.incomplete`): their gauge 1, the
-        other readers' 0."""
+        other readers' 0; only those of ``reporting`` when given (a partition unit reports its own checks,
+        not the ones another unit runs)."""
         missing = set(incomplete)
+        reported = None if reporting is None else set(reporting)
         for check in self._readers:
-            self.missing.labels("table", check).set(1 if check in missing else 0)
+            if reported is None or check in reported:
+                self.missing.labels("table", check).set(1 if check in missing else 0)
 
     def status(self, outcome: Outcome) -> None:
         """The inputs-missing gauge from an outcome that reports a change of status (any outcome)."""
         if outcome.incomplete is not None:
-            self.inputs(outcome.incomplete)
+            self.inputs(outcome.incomplete, outcome.reporting or None)
 
     def record(self, outcome: Outcome, seconds: float) -> None:
         """Count what one record led to (:class:`~streamdetect.stream.service.Outcome`), read and folded

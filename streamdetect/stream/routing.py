@@ -229,8 +229,7 @@ class Units:
             merged.raised += outcome.raised
             merged.cleared += outcome.cleared
             merged.universal += outcome.universal
-            if outcome.incomplete is not None:
-                merged.incomplete = outcome.incomplete
+            merged.take_status(outcome)
         return merged
 
     def _shares(self, partition: int, read: Publication) -> list[tuple[DetectorService, Publication]]:
@@ -257,7 +256,7 @@ class Units:
             if service.table_readers and service.reported is None:
                 status = service.status(Outcome())
                 announced.events += status.events
-                announced.incomplete = status.incomplete
+                announced.take_status(status)
         return announced
 
     def revoke(self, partitions: Iterable[int]) -> None:

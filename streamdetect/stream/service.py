@@ -90,6 +90,16 @@ class Outcome:
     #: The checks that cannot see an input they need, with why (:meth:`Detector.incomplete`), when that
     #: changed with this record (its status events are among ``events``); None: unchanged.
     incomplete: dict[str, str] | None = None
+    #: The checks whose status ``incomplete`` reports (those that read the table, of the services that
+    #: reported): a check not listed is neither seen nor blind by this outcome.
+    reporting: tuple[str, ...] = ()
+
+    def take_status(self, other: Outcome) -> None:
+        """Add ``other``'s status report to this outcome's (a check blind in either is blind)."""
+        if other.incomplete is None:
+            return
+        self.incomplete = {**(self.incomplete or {}), **other.incomplete}
+        self.reporting = tuple(dict.fromkeys([*self.reporting, *other.reporting]))
 
 
 class DetectorService:
@@ -379,6 +389,7 @@ class DetectorService:
             log.info("the %s check(s) see every input they need now", ", ".join(sorted(self.reported)))
         outcome.events += status_events(now, self.table_readers)
         outcome.incomplete = now
+        outcome.reporting = tuple(self.table_readers)
         self.reported = now
         return outcome
 

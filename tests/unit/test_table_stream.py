@@ -207,6 +207,39 @@ def test_table_records_go_to_the_unit_that_reads_the_table_only(tmp_path: Path) 
         assert whole.detector.incomplete() == {}
 
 
+def test_each_unit_reports_the_table_status_of_its_own_checks_only(tmp_path: Path) -> None:
+    """SIND's units and l-diversity's sit in different partitions: a partition whose unit saw the table
+    says its checks see it, and leaves the inputs-missing gauge of the other unit's checks as it was."""
+    from streamdetect.stream.metrics import WorkerMetrics
+
+    text = SIND.read_text().replace("source: data/", f"source: {SIND.parent}/data/")
+    path = tmp_path / "t.yaml"
+    path.write_text(text.replace("checks:\n", "checks:\n  l-diversity: {l: 2}\n"))
+    topology = load_topology(path)
+    split = plan(topology, 2)
+    assert [[unit.name for unit in split.units_in(p)] for p in range(2)] == [["#sind/Problem"], ["#l-diversity"]]
+    metrics = WorkerMetrics()
+    metrics.examined((), ["sind", "l-diversity"])
+    units = Units(split, lambda prefix: {})
+    announced = units.announce(1)  # l-diversity's unit: no table yet
+    assert announced.reporting == ("l-diversity",)
+    metrics.status(announced)
+    _, table = load_data(topology, with_table=True)
+    assert table is not None
+    value, headers = _table_record(table, "t1")
+    routed = Router(split).handle(value, headers, Carried.TABLE)
+    [(partition, body, named)] = [record for record in routed.records if record[0] == 0]
+    outcome = units.handle(body, named, partition)
+    assert outcome.incomplete == {}
+    assert outcome.reporting == ("sind",)
+    metrics.status(outcome)
+    gauge = {
+        check: metrics.registry.get_sample_value("streamdetect_inputs_missing", {"input": "table", "check": check})
+        for check in ("sind", "l-diversity")
+    }
+    assert gauge == {"sind": 0.0, "l-diversity": 1.0}
+
+
 def test_a_large_class_is_listed_in_part_in_its_events_and_keeps_its_id(monkeypatch: pytest.MonkeyPatch) -> None:
     """A SIND class of many members: its events list the first ones and say how many there are (and fewer
     still over the topic's record limit), under the whole finding's id, which ``findings`` keeps."""
