@@ -87,9 +87,21 @@ def test_bench_partition_measures_every_unit_of_the_plan_beside_one_detector() -
     assert all(unit["cpu_s"] > 0 and unit["peak_state_bytes"] > 0 for unit in units.values())
     largest = max(unit["cpu_s"] for unit in units.values())
     assert document["largest_cpu_share"] == largest / document["single"]["cpu_s"]
+    # Per partition, its units summed: what the worker holding it folds.
+    held = {row["partition"]: row["cpu_s"] for row in document["by_partition"]}
+    assert held == {p: sum(u["cpu_s"] for u in units.values() if u["partition"] == p) for p in range(3)}
+    assert document["largest_partition_cpu_share"] == max(held.values()) / document["single"]["cpu_s"]
     text = _run("bench", "partition", str(path), "--partitions", "3", "--batch-rows", "2")
     assert text.returncode == 0, text.stderr
     assert "the units' findings equal one Detector's" in text.stdout
+    assert "busiest partition" in text.stdout
+    # With k-anonymity: a unit per (identifier, sensitive) pair beside linkage's.
+    mixed = _run(
+        "bench", "partition", str(path), "--partitions", "4", "--check", "linkage", "--check", "k-anonymity", "--json"
+    )
+    assert mixed.returncode == 0, mixed.stderr
+    named = {unit["name"] for unit in json.loads(mixed.stdout)["units"]}
+    assert named == {"SSN/0", "Name/0", "#k-anonymity/SSN/Disease", "#k-anonymity/Name/Disease"}
 
 
 def test_bench_incremental_with_withdrawals_ends_in_the_findings_of_the_rows_present() -> None:
