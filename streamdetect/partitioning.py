@@ -181,7 +181,7 @@ class Plan:
         :meth:`topology_of`, a check split by sensitive attribute narrowed to the unit's."""
         topology, checks = self.topology_of(unit)
         planned = plan_checks(topology, checks, k=self.k)
-        if unit.by_value or unit.identifier is not None or unit.sensitive is None:
+        if unit.identifier is not None or unit.sensitive is None:  # a value bucket, a pair, a whole check
             return planned
         assert unit.check is not None
         return planned.narrowed(unit.check, unit.sensitive)

@@ -128,7 +128,7 @@ class Units:
         if found is None:
             if not self.services:
                 self._refuse_stale()
-            topology, checks = self.plan.topology_of(unit)
+            planned = self.plan.check_plan(unit)
             # Each identifier's units emit the channels whose first identifier is theirs: once each.
             universal = (
                 UniversalStream(self.plan.topology, self.universal_rows, owner=unit.identifier)
@@ -136,14 +136,13 @@ class Units:
                 else None
             )
             found = DetectorService(
-                topology,
-                checks,
+                planned.topology,
                 prefix=f"{unit.name}/",
                 placement=f"partitions={self.plan.partitions}",
                 universal=universal,
                 compact_bytes=self.compact_bytes,
                 replay_retention_s=self.replay_retention_s,
-                plan=self.plan.check_plan(unit),
+                plan=planned,
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found

@@ -125,8 +125,7 @@ class PublisherSide:
 
     def summary(self, findings: int) -> CheckSummary:
         """Views and sensitive attributes examined."""
-        examined = self.check.examined or self.check.sensitive
-        return CheckSummary(self.name, self.k, len(self.check.views), len(examined), findings)
+        return CheckSummary(self.name, self.k, len(self.check.views), len(self.check.examining), findings)
 
 
 def section(summary: CheckSummary, findings: Sequence[SindFinding], shown: Shown) -> Section:

@@ -144,6 +144,11 @@ class RsindCheck:
         public, threshold = publisher_settings(topology, "rsind", k)
         return cls(topology.views, public, topology.table.sensitive, threshold)
 
+    @property
+    def examining(self) -> tuple[str, ...]:
+        """The sensitive attributes whose partitions it keeps and reports: ``examined``, else every one."""
+        return self.examined or self.sensitive
+
     def initialize(self) -> SindState:
         """No rows seen (the same state as the SIND check: the table's rows)."""
         return SindState()
@@ -171,14 +176,14 @@ class RsindCheck:
         if withdrawn:
             before = self.result(state)
         else:
-            for sensitive in self.examined or self.sensitive:
+            for sensitive in self.examining:
                 self._partition(state, sensitive)  # the rows before, when not cached
         self.fold(state, table_rows, retracted)
         if withdrawn:
             return diff(before, self.result(state))
         raised: list[RsindFinding] = []
         cleared: list[RsindFinding] = []
-        for sensitive in self.examined or self.sensitive:
+        for sensitive in self.examining:
             delta = self._advance(state, sensitive)
             raised.extend(delta.raised)
             cleared.extend(delta.cleared)
@@ -187,7 +192,7 @@ class RsindCheck:
     def result(self, state: SindState) -> list[RsindFinding]:
         """Blocks of the RSIND partition smaller than k, per sensitive attribute."""
         findings = []
-        for sensitive in self.examined or self.sensitive:
+        for sensitive in self.examining:
             part = self._partition(state, sensitive)
             if part is not None:
                 findings.extend(part.every_finding())

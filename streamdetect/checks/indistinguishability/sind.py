@@ -210,6 +210,11 @@ class SindCheck:
         public, threshold = publisher_settings(topology, "sind", k)
         return cls(topology.views, public, topology.table.sensitive, threshold, topology.table.source)
 
+    @property
+    def examining(self) -> tuple[str, ...]:
+        """The sensitive attributes whose classes it reports: ``examined``, else every one."""
+        return self.examined or self.sensitive
+
     def exact_for(self, sensitive: str) -> bool:
         """True when no selection mentions ``sensitive`` (Proposition 5 applies)."""
         return all(sensitive not in view.selection_attributes for view in self.views)
@@ -288,7 +293,7 @@ class SindCheck:
         if state.rows is None or state.rows.is_empty():
             return []
         findings: list[SindFinding] = []
-        for sensitive in self.examined or self.sensitive:
+        for sensitive in self.examining:
             findings.extend(self._classes(state, sensitive))
         return findings
 
