@@ -120,6 +120,9 @@ class Units:
         self.services: dict[Unit, DetectorService] = {}
         #: The highest offset handled per partition since this worker got it (folded or not).
         self.seen: dict[int, int] = {}
+        #: Per partition, the events its units' last folds announced, to send again since they were
+        #: rebuilt (:meth:`DetectorService.take_resent`): with the partition's next outcome delivered.
+        self.resent: dict[int, list[tuple[bytes, bytes | None]]] = {}
 
     def service(self, unit: Unit) -> DetectorService:
         """The unit's service, restored from the table when this worker has not built it since it got
@@ -146,6 +149,7 @@ class Units:
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
+            self.resent.setdefault(self.plan.partition_of(unit), []).extend(found.take_resent())
         return found
 
     def _refuse_stale(self) -> None:
@@ -193,6 +197,14 @@ class Units:
             self.service(unit).note_source(source)
 
     def handle(self, value: bytes | None, headers: Headers, partition: int, offset: int | None = None) -> Outcome:
+        """:meth:`_handle`, with the events the partition's rebuilt units announced again first (a dead
+        letter's outcome is not delivered as events: they wait for the next outcome)."""
+        outcome = self._handle(value, headers, partition, offset)
+        if outcome.dead is None:
+            outcome.events = [*self.resent.pop(partition, []), *outcome.events]
+        return outcome
+
+    def _handle(self, value: bytes | None, headers: Headers, partition: int, offset: int | None = None) -> Outcome:
         """Fold one routed record into the units of its partition, each its share of the rows: all or
         none (a batch one unit refuses is a dead letter and changes no unit). The outcome merges the
         units': their writes and events; replayed when every unit had folded the batch in. ``offset``
@@ -252,6 +264,7 @@ class Units:
         announced = Outcome()
         for unit in self.plan.units_in(partition):
             service = self.service(unit)
+            announced.events += self.resent.pop(partition, [])
             if service.table_readers and service.reported is None:
                 status = service.status(Outcome())
                 announced.events += status.events
@@ -263,6 +276,7 @@ class Units:
         gone = set(partitions)
         for partition in gone:
             self.seen.pop(partition, None)
+            self.resent.pop(partition, None)  # whoever rebuilds the units sends them
         for unit in [unit for unit in self.services if self.plan.partition_of(unit) in gone]:
             del self.services[unit]
 

@@ -11,6 +11,7 @@ bags: folding a batch twice would count its rows twice).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,7 @@ from streamdetect.stream.records import (
 )
 from streamdetect.stream.settings import COMPACT_BYTES, DEFAULT_MAX_BYTES, REPLAY_RETENTION_S
 from streamdetect.stream.state_log import (
+    ANNOUNCED_KEY,
     APPLIED_KEY,
     APPLIED_PREFIX,
     DETECTOR_KEY,
@@ -167,6 +169,10 @@ class DetectorService:
         #: status reported since this service started: the next one reports it whatever it is).
         self.table_readers = list(self.detector.plan.table_readers)
         self.reported: dict[str, str] | None = None
+        #: The last fold's announcement as the state holds it (:data:`ANNOUNCED_KEY`; None: none yet), and
+        #: the events to send again after a restore (:meth:`take_resent`).
+        self.announced: bytes | None = None
+        self.resent: list[tuple[bytes, bytes | None]] = []
 
     @property
     def state_bytes(self) -> int:
@@ -242,8 +248,47 @@ class DetectorService:
                     self.universal.restore_counts(self.universal_state, table[UNIVERSAL_KEY])
                 except (ValueError, KeyError) as exc:
                     raise StateError(f"the universal stream's counts cannot be read: {exc}") from None
+        self.announced = table.get(ANNOUNCED_KEY)
+        self.resent = self._announced_again()
         self.restored = True
         log.info("state restored: %d pieces, %d batches folded in", pieces, len(self.applied))
+
+    def _announced_again(self) -> list[tuple[bytes, bytes | None]]:
+        """The events of the last fold the state holds, as the restored state has them: its raised findings
+        that are open (the finding events again), its cleared ones that are not (a cleared event without
+        the finding, which the state no longer holds: ``"finding": null, "resent": true``, and the
+        tombstone). A consumer folds them
+        idempotently when they went before; when the worker that wrote the state was killed before
+        sending them, they are what its consumers lack."""
+        if self.announced is None:
+            return []
+        said = json.loads(self.announced)
+        raised = {finding_id for ids in said["raised"].values() for finding_id in ids}
+        cleared = {(check, finding_id) for check, ids in said["cleared"].items() for finding_id in ids}
+        if not raised and not cleared:
+            return []
+        read = Publication(
+            said["view"], "add", said["batch"], dt.datetime.fromisoformat(said["published"]), pl.DataFrame()
+        )
+        open_now = {finding.id: finding for finding in self.detector.findings()} if raised or cleared else {}
+        events: list[tuple[bytes, bytes | None]] = []
+        for check, finding_id in sorted(cleared):
+            if finding_id not in open_now:
+                head = {"event": "cleared", "id": finding_id, "check": check, "published": said["published"]}
+                head |= {"batch": said["batch"], "view": said["view"], "finding": None, "resent": True}
+                events += [(finding_id.encode(), json.dumps(head).encode()), (finding_id.encode(), None)]
+        events += finding_events(
+            [open_now[finding_id] for finding_id in sorted(raised) if finding_id in open_now],
+            "raised",
+            read,
+            said["batches"],
+        )
+        return events
+
+    def take_resent(self) -> list[tuple[bytes, bytes | None]]:
+        """The events to send again since the last restore (:meth:`_announced_again`), once."""
+        resent, self.resent = self.resent, []
+        return resent
 
     def handle(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], view: Topic) -> Outcome:
         """Fold one record in (atomically: a batch the Detector refuses changes nothing and is a dead
@@ -348,6 +393,8 @@ class DetectorService:
             entries[FINGERPRINT_KEY] = self.fingerprint.encode()
         if self.detector.dtypes != known:
             entries[DTYPES_KEY] = frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes))
+        if delta.raised or delta.cleared:  # (an older announcement sent again is filtered by the state)
+            entries[ANNOUNCED_KEY] = self.announced = _announcement(delta.raised, delta.cleared, read, batches)
         now = dt.datetime.now(dt.UTC)
         stamp = now.isoformat().encode()
         entries |= {APPLIED_PREFIX + r.batch_id: stamp for r in reads}
@@ -453,6 +500,8 @@ class DetectorService:
         entries |= {PIECE_PREFIX + key: piece for key, piece in self.segments[0].items()}
         if self.offset is not None:
             entries[OFFSET_KEY] = str(self.offset).encode()
+        if self.announced is not None:
+            entries[ANNOUNCED_KEY] = self.announced
         entries |= {SOURCE_PREFIX + key: str(offset).encode() for key, offset in self.sources.items()}
         self.sources_written = dict(self.sources)
         if self.universal is not None and self.universal_state is not None:
@@ -464,6 +513,18 @@ class DetectorService:
         self.snapshot_bytes = sum(len(piece) for piece in chunks.values())
         self.since_snapshot = 0
         log.info("state compacted: a %d-byte snapshot replaces %d entries", self.snapshot_bytes, len(outcome.deletes))
+
+
+def _announcement(
+    raised: Sequence[Any], cleared: Sequence[Any], read: Publication, batches: Sequence[str] | None
+) -> bytes:
+    """A fold's announcement as the state keeps it (:data:`ANNOUNCED_KEY`): finding ids per check."""
+    said: dict[str, Any] = {"raised": {}, "cleared": {}}
+    for kind, findings in (("raised", raised), ("cleared", cleared)):
+        for finding in findings:
+            said[kind].setdefault(finding.check, []).append(finding.id)
+    said |= {"view": read.view, "batch": read.batch_id, "published": read.published.isoformat(), "batches": batches}
+    return json.dumps(said, separators=(",", ":")).encode()
 
 
 def _epoch(stamp: bytes) -> float:

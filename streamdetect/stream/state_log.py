@@ -38,6 +38,11 @@ PIECE_PREFIX = "piece/"
 #: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
 WITHDREW_KEY = "meta/withdrew"
 APPLIED_KEY = "meta/applied"
+#: What the last fold announced on the findings topic: the ids of the findings it raised and cleared (per
+#: check), with the publication they are attributed to. The state is written before the events are sent,
+#: so a worker killed in between leaves a state whose last fold's events may not have gone: whoever
+#: restores the state sends them again (:meth:`~streamdetect.stream.service.DetectorService.restore`).
+ANNOUNCED_KEY = "meta/announced"
 #: With compaction deferred to idle time (:attr:`DetectorService.defer_compaction`): a snapshot is forced in
 #: the update path only once this many times the threshold was written (a worker never idle still
 #: compacts: its table stays within about three times the state), and taken when idle once this fraction

@@ -111,7 +111,10 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     )
     assert set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected - {dan_flu}
     events = _events(kafka_bootstrap, topology)
-    assert [e["event"] for e in events if e["id"] == dan_flu] == ["raised", "cleared"]  # the replay raised nothing
+    # The replay raised nothing; the replacement sent the last fold's events again once (it cannot know
+    # whether the killed worker sent them), which consumers fold idempotently.
+    trail = [e["event"] for e in events if e["id"] == dan_flu]
+    assert trail in (["raised", "cleared"], ["raised", "raised", "cleared"])
 
     # Poison records go to the dead-letter topic with their reason; the worker keeps going.
     _, headers = encode_publication(Publication("v1", "add", "poison", dt.datetime.now(dt.UTC), views["v1"].head(1)))

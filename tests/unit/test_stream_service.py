@@ -432,3 +432,50 @@ def test_a_finding_event_carries_the_findings_json_form_spliced_in_as_its_id_has
     for batches in (None, ["b-0", "b-1"]):
         events = finding_events(findings, "cleared", publication, batches)
         assert events == [finding_event(finding, "cleared", publication, batches) for finding in findings]
+
+
+def test_a_worker_killed_between_its_state_and_its_events_has_them_sent_by_whoever_restores_it() -> None:
+    """The state goes to the table before the events to the findings topic. A worker killed in between
+    leaves a state whose last fold's events never went: whoever restores it sends them again (raised
+    findings still open, cleared ones not), so the topic's open findings are the state's. (Events first
+    left a finding open for good: the replacement took the records in another run, in which that finding
+    was raised and cleared again without an event.)"""
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    dan = views["v2"].filter(pl.col("Name") == "Dan")
+    others = views["v2"].filter(pl.col("Name") != "Dan")
+    table: dict[str, bytes] = {}
+    events: list[bytes | None] = []
+
+    def delivered(outcomes: list[Outcome], *, events_sent: bool = True) -> None:
+        for outcome in outcomes:
+            table.update(outcome.writes)
+            events.extend(value for _, value in outcome.events if events_sent)
+
+    first = DetectorService(topology)
+    first.restore({})
+    delivered(first.handle_many([(*_record("v1", views["v1"], "v1"), None), (*_record("v2", others, "v2"), None)]))
+    before = set(open_findings(events))
+    # Dan's row raises his finding; the worker writes the state and is killed before sending the events.
+    [raised] = first.handle_many([(*_record("v2", dan, "dan"), None)])
+    assert raised.raised
+    delivered([raised], events_sent=False)
+    assert set(open_findings(events)) == before
+
+    second = DetectorService(topology)
+    second.restore(table)
+    resent = second.take_resent()
+    assert second.take_resent() == []  # once
+    events.extend(value for _, value in resent)
+    assert set(open_findings(events)) == {finding.id for finding in second.detector.findings()}
+    # The record comes again (a replay) with the withdrawal, in one run: the withdrawal clears the finding.
+    outcomes = second.handle_many(
+        [(*_record("v2", dan, "dan"), None), (*_record("v2", dan, "dan-withdrawn", "retract"), None)]
+    )
+    assert outcomes[0].replayed
+    # Killed again between the state and the events of the withdrawal: its cleared event is sent again.
+    delivered(outcomes, events_sent=False)
+    third = DetectorService(topology)
+    third.restore(table)
+    events.extend(value for _, value in third.take_resent())
+    assert set(open_findings(events)) == before == {finding.id for finding in third.detector.findings()}

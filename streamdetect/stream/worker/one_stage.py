@@ -115,7 +115,7 @@ async def restored(service: DetectorService, out: Outputs) -> bool:
     except StateError as refused:
         out.refuse(refused)
         return False
-    announced = service.status(Outcome())
+    announced = service.status(Outcome(events=service.take_resent()))
     await out.deliver(announced, At(0, "the restored state"))
     out.metrics.status(announced)
     return True

@@ -114,25 +114,29 @@ class Outputs:
             await self.deliver(outcome, At(table_partition, topic))
 
     async def deliver(self, outcome: Outcome, message: Any) -> None:
-        """Send the record's finding events, then its state entries; return once the broker has both.
+        """Write the record's state entries, then send its finding events; return once the broker has both.
 
-        Events go first: a worker killed in between sees the record again and sends the events again
-        (consumers fold them idempotently); the other order could mark the record done with its events
-        never sent. The state entries are produced to the table's changelog (in the partition of the
-        record, as Faust's own table writes go) and awaited, then kept in the table's local store:
-        Faust's table writes are buffered, and its flush before an offset commit gives up after 0.1 s,
-        so under load it committed offsets of records whose state was not yet on the broker, and a
-        worker killed then lost them (measured: the two-worker test's open set differed from check's)."""
-        await self._produce(
-            [(self.findings, finding_id, body, None, None) for finding_id, body in outcome.events]
-            + [(self.universal, None, body, None, headers) for body, headers in outcome.universal]
-        )
+        The state goes first: a worker killed in between leaves a state whose last fold's events may not
+        have gone, and whoever restores it sends them again (``DetectorService.take_resent``: that fold's
+        raised findings still open and cleared ones not, which a consumer folds idempotently). Events
+        first could leave findings the state never held open for good: the record comes again, and when
+        it is folded together with others (records taken together) a finding its events raised can be
+        raised and cleared within the new run, so that no event clears it. The state entries are
+        produced to the table's changelog (in the partition of the record, as Faust's own table writes
+        go) and awaited, then kept in the table's local store: Faust's table writes are buffered, and its
+        flush before an offset commit gives up after 0.1 s, so under load it committed offsets of records
+        whose state was not yet on the broker, and a worker killed then lost them (measured: the
+        two-worker test's open set differed from check's)."""
         changelog = self.table.changelog_topic
         await self._produce(
             [(changelog, name.encode(), piece, message.partition, None) for name, piece in outcome.writes.items()]
         )
         for name, piece in outcome.writes.items():
             self.table.data[name.encode()] = piece
+        await self._produce(
+            [(self.findings, finding_id, body, None, None) for finding_id, body in outcome.events]
+            + [(self.universal, None, body, None, headers) for body, headers in outcome.universal]
+        )
         if outcome.deletes:
             # After the snapshot that replaces them is on the broker: tombstones, which compaction drops.
             await self._produce([(changelog, name.encode(), None, message.partition, None) for name in outcome.deletes])
