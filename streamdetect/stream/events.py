@@ -71,6 +71,19 @@ def finding_events(
     return records
 
 
+def cleared_again(cleared: Sequence[tuple[str, str]], publication: Publication) -> list[tuple[bytes, bytes | None]]:
+    """The cleared events of findings (check, id) sent again after a restore, each with its tombstone: the
+    shape of :func:`finding_events`' but ``"finding": null, "resent": true`` (the state that sends them
+    no longer holds the findings). A consumer folds them as any cleared event (:func:`fold_events`)."""
+    records: list[tuple[bytes, bytes | None]] = []
+    for check, finding_id in cleared:
+        head = {"check": check, "published": publication.published.isoformat(), "batch": publication.batch_id}
+        body = {"event": "cleared", "id": finding_id, **head, "view": publication.view, "finding": None}
+        text = json.dumps({**body, "resent": True}, separators=(",", ":"), default=str)
+        records += [(finding_id.encode(), text.encode()), (finding_id.encode(), None)]
+    return records
+
+
 #: The members a finding event lists of a class (SIND, RSIND): a class of tens of thousands of public
 #: tuples changes with every batch of the table, and its whole list in each raised and cleared event
 #: would ship megabytes per batch. The event says how many there are; ``check`` and ``explain`` list them.

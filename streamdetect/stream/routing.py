@@ -264,11 +264,12 @@ class Units:
         announced = Outcome()
         for unit in self.plan.units_in(partition):
             service = self.service(unit)
-            announced.events += self.resent.pop(partition, [])
             if service.table_readers and service.reported is None:
                 status = service.status(Outcome())
                 announced.events += status.events
                 announced.take_status(status)
+        # The events the units rebuilt above announced again go first.
+        announced.events = [*self.resent.pop(partition, []), *announced.events]
         return announced
 
     def revoke(self, partitions: Iterable[int]) -> None:

@@ -27,7 +27,7 @@ from streamdetect.model.batch import Batch
 from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
-from streamdetect.stream.events import finding_events, status_events
+from streamdetect.stream.events import cleared_again, finding_events, status_events
 from streamdetect.stream.records import (
     DeadLetter,
     Publication,
@@ -254,10 +254,9 @@ class DetectorService:
         log.info("state restored: %d pieces, %d batches folded in", pieces, len(self.applied))
 
     def _announced_again(self) -> list[tuple[bytes, bytes | None]]:
-        """The events of the last fold the state holds, as the restored state has them: its raised findings
-        that are open (the finding events again), its cleared ones that are not (a cleared event without
-        the finding, which the state no longer holds: ``"finding": null, "resent": true``, and the
-        tombstone). A consumer folds them
+        """The events of the last fold the state holds, as the restored state has them: its cleared findings
+        that are not open (:func:`~streamdetect.stream.events.cleared_again`: the state no longer holds
+        them) and its raised ones that are (their finding events again). A consumer folds them
         idempotently when they went before; when the worker that wrote the state was killed before
         sending them, they are what its consumers lack."""
         if self.announced is None:
@@ -267,23 +266,12 @@ class DetectorService:
         cleared = {(check, finding_id) for check, ids in said["cleared"].items() for finding_id in ids}
         if not raised and not cleared:
             return []
-        read = Publication(
-            said["view"], "add", said["batch"], dt.datetime.fromisoformat(said["published"]), pl.DataFrame()
-        )
-        open_now = {finding.id: finding for finding in self.detector.findings()} if raised or cleared else {}
-        events: list[tuple[bytes, bytes | None]] = []
-        for check, finding_id in sorted(cleared):
-            if finding_id not in open_now:
-                head = {"event": "cleared", "id": finding_id, "check": check, "published": said["published"]}
-                head |= {"batch": said["batch"], "view": said["view"], "finding": None, "resent": True}
-                events += [(finding_id.encode(), json.dumps(head).encode()), (finding_id.encode(), None)]
-        events += finding_events(
-            [open_now[finding_id] for finding_id in sorted(raised) if finding_id in open_now],
-            "raised",
-            read,
-            said["batches"],
-        )
-        return events
+        published = dt.datetime.fromisoformat(said["published"])
+        read = Publication(said["view"], "add", said["batch"], published, pl.DataFrame())
+        open_now = {finding.id: finding for finding in self.detector.findings()}
+        gone = [(check, finding_id) for check, finding_id in sorted(cleared) if finding_id not in open_now]
+        still = [open_now[finding_id] for finding_id in sorted(raised) if finding_id in open_now]
+        return cleared_again(gone, read) + finding_events(still, "raised", read, said["batches"])
 
     def take_resent(self) -> list[tuple[bytes, bytes | None]]:
         """The events to send again since the last restore (:meth:`_announced_again`), once."""
