@@ -282,8 +282,8 @@ def test_a_state_written_under_other_thresholds_stops_the_worker_with_exit_2(
     path, topology, views, feed = table1_stream(tmp_path, name, kafka_bootstrap, workers, partitions=partitions)
     feed.send("v1", views["v1"], "v1-all")
     until(lambda: bool(read_topic(kafka_bootstrap, findings_topic(topology))), "the first findings", workers[-1])
-    # A record's finding events go out before its state entries: stopped in between, the worker would
-    # leave no state to refuse (a CI run saw that). Stop it once the state is on the broker.
+    # Stopped before its state entries are on the broker, the worker would leave no state to refuse (a
+    # CI run saw that). Stop it once the state is on the broker.
     changelog = f"{app_id(topology)}-{state_table(partitions)}-changelog"
     until(lambda: bool(read_topic(kafka_bootstrap, changelog)), "the state entries", workers[-1])
     workers[-1].stop()
