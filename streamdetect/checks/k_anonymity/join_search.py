@@ -29,6 +29,7 @@ from streamdetect.checks.k_anonymity.association_covers import (
 from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, Giver
 from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
 from streamdetect.checks.k_anonymity.kept_relations import PF
+from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.topology import Topology
 from streamdetect.relational.linked_values import SharedWork, linked_values
@@ -37,6 +38,8 @@ from streamdetect.relational.linked_values import SharedWork, linked_values
 IDLE_SEARCHES = 16
 #: A subset state's key: the views, and the (identifier, sensitive) pairs it answers for.
 SubsetKey = tuple[frozenset[str], frozenset[tuple[str, str]]]
+#: A subset asked for one pair's covers, and the subset without its views redundant for it.
+Reductions = Mapping[tuple[SubsetKey, tuple[str, str]], frozenset[str]]
 
 
 #: A subset asked about at most this many covers, with no state kept, is run for them alone
@@ -74,11 +77,12 @@ class Answers:
 class Search:
     """The last forcing-view search: the version of the minimal covers over all the views, the subsets it
     asked with what they answered (the version of a kept state's covers, a targeted run, or None: not
-    tried), and the findings."""
+    tried), the subsets it answered by fewer views (:mod:`.redundant_views`), and the findings."""
 
     version: int
     asked: Mapping[SubsetKey, int | Targeted | None]
     findings: list[AssociationCoverFinding]
+    reduced: Reductions = field(default_factory=dict)
 
 
 @dataclass
@@ -129,11 +133,14 @@ class SubsetState:
 @dataclass(frozen=True)
 class JoinSearch:
     """The forcing-view search of the join-based method over ``check``'s state; ``narrower(subset, pairs)``
-    is the check over a subset of the views for some pairs (None: another method there, not tried)."""
+    is the check over a subset of the views for some pairs (None: another method there, not tried). A subset
+    with views redundant for a pair answers for its covers as the subset without them
+    (:mod:`.redundant_views`); ``reduce`` False asks every subset itself (to test that this changes nothing)."""
 
     check: AssociationCoverCheck
     topology: Topology
     narrower: Callable[[frozenset[str], frozenset[tuple[str, str]]], AssociationCoverCheck | None]
+    reduce: bool = True
 
     @staticmethod
     def grown(state: AssociationCoverState, grown: Grown | None) -> None:
@@ -158,7 +165,7 @@ class JoinSearch:
             return []
         assert state.index is not None
         last: Search | None = state.search
-        if last is not None and last.version == state.index.version and self.unchanged(state, last.asked):
+        if last is not None and last.version == state.index.version and self.unchanged(state, last):
             self._age(state, set(last.asked))
             return last.findings
         topology = self.topology
@@ -167,18 +174,49 @@ class JoinSearch:
         # it is asked again next batch); states this search does not ask for are dropped after it.
         pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
         asked: dict[SubsetKey, int | Targeted | None] = {}
+        reduced: dict[tuple[SubsetKey, tuple[str, str]], frozenset[str]] = {}
+        narrowers: dict[frozenset[str], AssociationCoverCheck | None] = {}
+
+        def narrower_of(subset: frozenset[str]) -> AssociationCoverCheck | None:
+            if subset not in narrowers:
+                narrowers[subset] = self.narrower(subset, pairs)
+            return narrowers[subset]
 
         def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
+            if not self.reduce or narrower_of(subset) is None:
+                return answer(subset, wanted)
+            by_pair: dict[tuple[str, str], list[CoverCodes]] = {}
+            for cover in wanted:
+                by_pair.setdefault((cover[0], cover[1]), []).append(cover)
+            own: list[CoverCodes] = []
+            found: set[CoverCodes] = set()
+            for pair, covers in by_pair.items():
+                smaller = self._reduced(state, subset, pair)
+                if smaller == subset or narrower_of(smaller) is None:
+                    own.extend(covers)
+                    continue
+                reduced[((subset, pairs), pair)] = smaller
+                if not all(smaller & set(side) for side in releasing(topology, *pair)):
+                    continue  # it no longer releases the pair: nothing ties one to the other
+                # Without its redundant views (irreducible); a kept state answers for every cover it has.
+                found |= answer(smaller, covers) & set(covers)
+            return found | answer(subset, own) if own else found
+
+        def answer(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
             key = (subset, pairs)
             kept = state.subsets.get(key)
             if kept is None:
-                narrower = self.narrower(subset, pairs)
+                narrower = narrower_of(subset)
                 if narrower is None:
                     asked[key] = None
                     return set()  # not the same method on fewer views (an FD became effective): not tried
                 if len(wanted) <= TARGETED_COVERS:
                     found = self.targeted(state, narrower, wanted)
-                    asked[key] = Targeted(narrower, frozenset(wanted), found)
+                    before = asked.get(key)
+                    if isinstance(before, Targeted):  # asked again, for a subset it stands for
+                        asked[key] = Targeted(narrower, before.wanted | frozenset(wanted), before.found | found)
+                    else:
+                        asked[key] = Targeted(narrower, frozenset(wanted), found)
                     return found
                 # Many covers: the subset's state is kept and grown with the state's (asked again next batch).
                 subset_state = narrower.recompute(state.seen)
@@ -201,13 +239,21 @@ class JoinSearch:
         forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=full)
         self._age(state, set(asked))
         findings = method.result(state, covers=full, views=forcing)
-        state.search = Search(state.index.version, asked, findings)
+        state.search = Search(state.index.version, asked, findings, reduced)
         return findings
 
-    def unchanged(self, state: AssociationCoverState, asked: Mapping[SubsetKey, int | Targeted | None]) -> bool:
+    def _reduced(self, state: AssociationCoverState, subset: frozenset[str], pair: tuple[str, str]) -> frozenset[str]:
+        views = {view.name: view for view in self.topology.views}
+        return without_redundant_views(subset, pair, views, state.seen, state.kept)
+
+    def unchanged(self, state: AssociationCoverState, last: Search) -> bool:
         """Whether every subset a search asked finds what it found then (kept states caught up first,
-        targeted runs asked again: answered from their kept answers while their views keep their rows)."""
-        for key, answer in asked.items():
+        targeted runs asked again: answered from their kept answers while their views keep their rows), and
+        every subset it answered by fewer views still has the same views redundant."""
+        for ((subset, _), pair), smaller in last.reduced.items():
+            if self._reduced(state, subset, pair) != smaller:
+                return False
+        for key, answer in last.asked.items():
             if answer is None:
                 continue  # another method on those views: not tried, whatever the rows
             if isinstance(answer, Targeted):

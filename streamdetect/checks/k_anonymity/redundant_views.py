@@ -1,0 +1,90 @@
+"""Views a subset can leave out without changing the covers it finds for one (identifier, sensitive) pair.
+
+The forcing-view search (:mod:`.forcing_views`) asks subsets of the views which covers they find, and most
+of its runs on a stream find nothing: a subset of three views that adds, to a pair of views tried before,
+one that only filters their join (on BP, v3 or v4 beside v1 and v5). Such a run need not be made.
+
+Let S be a subset, (ID, P) a pair, V a view of S holding neither ID nor P, T' the natural join of the other
+views of S (those with rows present), and A the attributes V shares with them. If some view U of S
+other than V holds all of A, and every value of A in T' is one V has (the join with V loses no row of
+T'), then S finds for (ID, P) exactly the minimal covers S without V finds:
+
+- for a fact q of a view other than V, w(q) over S projects on (ID, P) as over S without V: T' loses no
+  row, and V adds no value of ID or P;
+- for a fact p of V, every row of w(p) has A = p[A] (V's other attributes are unshared: they only
+  repeat rows), so any such row projects onto a fact q of U with q[A] = p[A], and w(q) is within w(p):
+  the cover p gives (one identifier value) contains the one q gives, so it is never a smaller one.
+
+The test here is sufficient, cheap, and never wrong: the values of A in T' are among those of every
+view holding all of A, so V is redundant when their intersection is within V's values. A null in A in
+one of those views' rows could survive T' (an attribute a view shares only with V is not read without
+V) and would join nothing in V: then V is kept. A view with no rows present is not released
+(``AssociationCoverCheck.released``): S is the check over S without it, whatever its attributes.
+
+Redundancy is tested on the rows present, so a search that reduced a subset tests it again before its
+findings stand (``join_search.Search``). docs/design.md, "Which views force a cover".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from streamdetect.checks.k_anonymity.kept_relations import KeptRelations
+from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.model.topology import ViewDefinition
+
+
+def without_redundant_views(
+    subset: frozenset[str],
+    pair: tuple[str, str],
+    views: Mapping[str, ViewDefinition],
+    seen: SeenRows,
+    kept: KeptRelations,
+) -> frozenset[str]:
+    """``subset`` without views redundant for ``pair`` (module docstring), one at a time in name order until
+    none is: a subset whose check finds for ``pair`` the covers ``subset``'s finds."""
+    current = set(subset)
+    while True:
+        removable = next(
+            (name for name in sorted(current) if _redundant(name, current - {name}, pair, views, seen, kept)), None
+        )
+        if removable is None:
+            return frozenset(current)
+        current.discard(removable)
+
+
+def _redundant(  # noqa: PLR0917 -- private; the reduction passes its whole context
+    name: str,
+    others: set[str],
+    pair: tuple[str, str],
+    views: Mapping[str, ViewDefinition],
+    seen: SeenRows,
+    kept: KeptRelations,
+) -> bool:
+    attributes = views[name].attributes
+    if any(attribute in attributes for attribute in pair):
+        return False
+    present = [other for other in sorted(others) if seen.height(other)]
+    if not present:
+        return False
+    if not seen.height(name):
+        return True  # not released: the check over the subset leaves it out already
+    shared = [a for a in attributes if any(a in views[other].attributes for other in present)]
+    holders = [other for other in present if set(shared) <= set(views[other].attributes)]
+    if not holders:
+        return False
+    if not shared:
+        return True  # a cross product with a view that has rows: it repeats every join row
+    if any(
+        seen.rows[other].get_column(a).null_count()
+        for other in present
+        for a in shared
+        if a in views[other].attributes
+    ):
+        return False
+    reached = None
+    for holder in holders:
+        values = kept.relation(seen, holder, shared, False)
+        reached = values if reached is None else reached.join(values, on=shared, how="semi")
+    assert reached is not None
+    return reached.join(kept.relation(seen, name, shared, False), on=shared, how="anti").is_empty()

@@ -1,0 +1,135 @@
+"""A subset of the views answered without its views redundant for a pair (``redundant_views``) finds the
+covers it finds with them: the forcing-view search gives the same findings, forcing views included, with
+and without the reduction. Views of one table's rows, each published in part (so that a view's join
+values are sometimes all within another's and sometimes not), nulls, views with no rows, three to five
+views."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any
+
+import polars as pl
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from streamdetect.checks.k_anonymity.join_search import JoinSearch
+from streamdetect.checks.k_anonymity.methods import JoinMethod, choose_method, restricted
+from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
+from streamdetect.model.batch import Batch
+from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
+
+ATTRIBUTES = ("A", "B", "C", "D", "E")
+
+
+@st.composite
+def publications(draw: st.DrawFn) -> dict[str, Any]:
+    """Views of one table's rows, each published in part (its join values then within another's or not)."""
+    views: dict[str, tuple[str, ...]] = {}
+    for i in range(draw(st.integers(3, 5))):
+        chosen = draw(st.lists(st.sampled_from(ATTRIBUTES), min_size=1, max_size=3, unique=True))
+        views[f"v{i}"] = tuple(a for a in ATTRIBUTES if a in chosen)
+    value = st.integers(0, 2) | st.none() if draw(st.booleans()) else st.integers(0, 2)
+    table = draw(st.lists(st.fixed_dictionaries(dict.fromkeys(ATTRIBUTES, value)), max_size=7))
+    rows = {
+        name: [{a: row[a] for a in schema} for row in table if draw(st.integers(0, 3))]  # about 3 in 4 published
+        for name, schema in views.items()
+    }
+    return {"views": views, "rows": rows, "k": draw(st.sampled_from([2, 3]))}
+
+
+def _topology(case: dict[str, Any]) -> Topology:
+    schema = TableSchema("T", ATTRIBUTES, ("A", "B"), ("C", "D"))
+    views = tuple(ViewDefinition(name, attributes) for name, attributes in case["views"].items())
+    return Topology("redundant", schema, views, (CheckConfig("k-anonymity", case["k"]),))
+
+
+def _search(case: dict[str, Any], reduce: bool) -> tuple[list[str], int]:
+    """The findings' ids and how many subsets the search answered by fewer views."""
+    topology = _topology(case)
+    method = choose_method(topology, case["k"])
+    assert isinstance(method, JoinMethod)
+    state = method.initialize()
+    frames = {
+        name: pl.DataFrame(rows, schema=dict.fromkeys(case["views"][name], pl.Int64))
+        for name, rows in case["rows"].items()
+        if rows
+    }
+    method.add(state, Batch(views=frames), None)
+    findings = JoinSearch(method.check, topology, method._narrower, reduce=reduce).covers(state)
+    return sorted(finding.id for finding in findings), len(state.search.reduced) if state.search else 0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications())
+def test_the_search_finds_the_same_with_subsets_answered_by_fewer_views(case: dict[str, Any]) -> None:
+    reduced, answered = _search(case, reduce=True)
+    event("some subset answered by fewer views" if answered else "no subset answered by fewer views")
+    assert reduced == _search(case, reduce=False)[0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(publications())
+def test_a_subset_without_its_redundant_views_finds_the_covers_it_finds(case: dict[str, Any]) -> None:
+    """The reduction itself, on every subset and pair: the check run fresh on the subset and on the subset
+    without its redundant views finds the same covers of the pair."""
+    topology = _topology(case)
+    frames = {
+        name: pl.DataFrame(rows, schema=dict.fromkeys(case["views"][name], pl.Int64))
+        for name, rows in case["rows"].items()
+        if rows
+    }
+    method = choose_method(topology, case["k"])
+    assert isinstance(method, JoinMethod)
+    state = method.initialize()
+    method.add(state, Batch(views=frames), None)
+    definitions = {view.name: view for view in topology.views}
+    names = sorted(case["views"])
+    reductions = 0
+    for size in range(2, len(names) + 1):
+        for subset in map(frozenset, combinations(names, size)):
+            for pair in (("A", "C"), ("A", "D"), ("B", "C"), ("B", "D")):
+                smaller = without_redundant_views(subset, pair, definitions, state.seen, state.kept)
+                if smaller == subset:
+                    continue
+                reductions += 1
+                assert _covers(topology, subset, pair, frames) == _covers(topology, smaller, pair, frames), (
+                    subset,
+                    smaller,
+                    pair,
+                )
+    event("some subset reduced" if reductions else "no subset reduced")
+
+
+def _covers(topology: Topology, subset: frozenset[str], pair: tuple[str, str], frames: dict[str, pl.DataFrame]) -> Any:
+    narrower = choose_method(restricted(topology, subset, {pair}), topology.checks[0].k)
+    views = {name: frame for name, frame in frames.items() if name in subset}
+    return sorted((f.identifier_value, f.sensitive_values) for f in narrower.fresh_covers(views, None))
+
+
+def test_a_view_that_only_filters_a_join_it_loses_nothing_of_is_left_out() -> None:
+    """v2 shares B with v0 and v1 and has every B value they have: for (A, C), {v0, v1, v2} is {v0, v1}.
+    With a B value of v1 missing from v2 it filters the join, and stays; a null B in v1 stays too (B is read
+    only beside v2, so the row joins without it)."""
+    views = {"v0": ("A", "B"), "v1": ("B", "C"), "v2": ("B", "E")}
+    definitions = {name: ViewDefinition(name, attributes) for name, attributes in views.items()}
+
+    def reduced(rows: dict[str, list[dict[str, Any]]]) -> frozenset[str]:
+        case = {"views": views, "rows": rows, "k": 2}
+        topology = _topology(case)
+        method = choose_method(topology, 2)
+        assert isinstance(method, JoinMethod)
+        state = method.initialize()
+        frames = {name: pl.DataFrame(r, schema=dict.fromkeys(views[name], pl.Int64)) for name, r in rows.items()}
+        method.add(state, Batch(views=frames), None)
+        return without_redundant_views(frozenset(views), ("A", "C"), definitions, state.seen, state.kept)
+
+    v0 = [{"A": 1, "B": 1}, {"A": 2, "B": 2}]
+    assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}], "v2": [{"B": 1, "E": 0}]}) == {"v0", "v1"}
+    assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 2}], "v2": [{"B": 1, "E": 0}]}) == set(views)
+    assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": None, "C": 2}], "v2": [{"B": 1, "E": 0}]}) == set(views)
+    # The pair's own views are never left out: v0 holds A, v1 holds C.
+    assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 2}], "v2": [{"B": 1, "E": 0}, {"B": 2, "E": 0}]}) == {
+        "v0",
+        "v1",
+    }
