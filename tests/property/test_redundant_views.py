@@ -129,7 +129,9 @@ def test_a_view_that_only_filters_a_join_it_loses_nothing_of_is_left_out() -> No
     assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 2}], "v2": [{"B": 1, "E": 0}]}) == set(views)
     assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": None, "C": 2}], "v2": [{"B": 1, "E": 0}]}) == set(views)
     # The pair's own views are never left out: v0 holds A, v1 holds C.
-    assert reduced({"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 2}], "v2": [{"B": 1, "E": 0}, {"B": 2, "E": 0}]}) == {
+    assert reduced(
+        {"v0": v0, "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 2}], "v2": [{"B": 1, "E": 0}, {"B": 2, "E": 0}]}
+    ) == {
         "v0",
         "v1",
     }

@@ -173,59 +173,7 @@ class JoinSearch:
         # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
         # it is asked again next batch); states this search does not ask for are dropped after it.
         pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
-        asked: dict[SubsetKey, int | Targeted | None] = {}
-        reduced: dict[tuple[SubsetKey, tuple[str, str]], frozenset[str]] = {}
-        narrowers: dict[frozenset[str], AssociationCoverCheck | None] = {}
-
-        def narrower_of(subset: frozenset[str]) -> AssociationCoverCheck | None:
-            if subset not in narrowers:
-                narrowers[subset] = self.narrower(subset, pairs)
-            return narrowers[subset]
-
-        def finds(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
-            if not self.reduce or narrower_of(subset) is None:
-                return answer(subset, wanted)
-            by_pair: dict[tuple[str, str], list[CoverCodes]] = {}
-            for cover in wanted:
-                by_pair.setdefault((cover[0], cover[1]), []).append(cover)
-            own: list[CoverCodes] = []
-            found: set[CoverCodes] = set()
-            for pair, covers in by_pair.items():
-                smaller = self._reduced(state, subset, pair)
-                if smaller == subset or narrower_of(smaller) is None:
-                    own.extend(covers)
-                    continue
-                reduced[((subset, pairs), pair)] = smaller
-                if not all(smaller & set(side) for side in releasing(topology, *pair)):
-                    continue  # it no longer releases the pair: nothing ties one to the other
-                # Without its redundant views (irreducible); a kept state answers for every cover it has.
-                found |= answer(smaller, covers) & set(covers)
-            return found | answer(subset, own) if own else found
-
-        def answer(subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
-            key = (subset, pairs)
-            kept = state.subsets.get(key)
-            if kept is None:
-                narrower = narrower_of(subset)
-                if narrower is None:
-                    asked[key] = None
-                    return set()  # not the same method on fewer views (an FD became effective): not tried
-                if len(wanted) <= TARGETED_COVERS:
-                    found = self.targeted(state, narrower, wanted)
-                    before = asked.get(key)
-                    if isinstance(before, Targeted):  # asked again, for a subset it stands for
-                        asked[key] = Targeted(narrower, before.wanted | frozenset(wanted), before.found | found)
-                    else:
-                        asked[key] = Targeted(narrower, frozenset(wanted), found)
-                    return found
-                # Many covers: the subset's state is kept and grown with the state's (asked again next batch).
-                subset_state = narrower.recompute(state.seen)
-                subset_state.kept = state.kept  # the same rows: the same projections
-                kept = state.subsets[key] = SubsetState(narrower, subset_state)
-            covers = kept.covers()
-            asked[key] = kept.version
-            return covers.keys()
-
+        asks = _Asks(self, state, pairs)
         by_pair: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
 
         def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
@@ -236,13 +184,14 @@ class JoinSearch:
 
         order = [view.name for view in topology.views]
         # The views whose facts give each cover (frozen sets, the index's own): tried first.
-        forcing = minimal_forcing_views(full, order, finds, releases=releases, hints=full)
-        self._age(state, set(asked))
+        forcing = minimal_forcing_views(full, order, asks.finds, releases=releases, hints=full)
+        self._age(state, set(asks.asked))
         findings = method.result(state, covers=full, views=forcing)
-        state.search = Search(state.index.version, asked, findings, reduced)
+        state.search = Search(state.index.version, asks.asked, findings, asks.reduced)
         return findings
 
-    def _reduced(self, state: AssociationCoverState, subset: frozenset[str], pair: tuple[str, str]) -> frozenset[str]:
+    def reduced(self, state: AssociationCoverState, subset: frozenset[str], pair: tuple[str, str]) -> frozenset[str]:
+        """``subset`` without its views redundant for ``pair`` (:mod:`.redundant_views`)."""
         views = {view.name: view for view in self.topology.views}
         return without_redundant_views(subset, pair, views, state.seen, state.kept)
 
@@ -251,7 +200,7 @@ class JoinSearch:
         targeted runs asked again: answered from their kept answers while their views keep their rows), and
         every subset it answered by fewer views still has the same views redundant."""
         for ((subset, _), pair), smaller in last.reduced.items():
-            if self._reduced(state, subset, pair) != smaller:
+            if self.reduced(state, subset, pair) != smaller:
                 return False
         for key, answer in last.asked.items():
             if answer is None:
@@ -322,6 +271,72 @@ class JoinSearch:
             subset.idle = 0 if key in asked else subset.idle + 1
             if subset.idle > IDLE_SEARCHES:
                 del state.subsets[key]
+
+
+@dataclass
+class _Asks:
+    """One search's questions to the subsets of the views, for the covers of ``pairs``: what each answered
+    (``asked``), which it answered by fewer views (``reduced``), the check over each (``narrowers``)."""
+
+    search: JoinSearch
+    state: AssociationCoverState
+    pairs: frozenset[tuple[str, str]]
+    asked: dict[SubsetKey, int | Targeted | None] = field(default_factory=dict)
+    reduced: dict[tuple[SubsetKey, tuple[str, str]], frozenset[str]] = field(default_factory=dict)
+    narrowers: dict[frozenset[str], AssociationCoverCheck | None] = field(default_factory=dict)
+
+    def narrower(self, subset: frozenset[str]) -> AssociationCoverCheck | None:
+        if subset not in self.narrowers:
+            self.narrowers[subset] = self.search.narrower(subset, self.pairs)
+        return self.narrowers[subset]
+
+    def finds(self, subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
+        """The covers of ``wanted`` that ``subset`` finds, each pair's asked of the subset without its views
+        redundant for the pair (:mod:`.redundant_views`)."""
+        if not self.search.reduce or self.narrower(subset) is None:
+            return self.answer(subset, wanted)
+        by_pair: dict[tuple[str, str], list[CoverCodes]] = {}
+        for cover in wanted:
+            by_pair.setdefault((cover[0], cover[1]), []).append(cover)
+        own: list[CoverCodes] = []
+        found: set[CoverCodes] = set()
+        for pair, covers in by_pair.items():
+            smaller = self.search.reduced(self.state, subset, pair)
+            if smaller == subset or self.narrower(smaller) is None:
+                own.extend(covers)
+                continue
+            self.reduced[((subset, self.pairs), pair)] = smaller
+            if not all(smaller & set(side) for side in releasing(self.search.topology, *pair)):
+                continue  # it no longer releases the pair: nothing ties one to the other
+            # Without its redundant views (irreducible); a kept state answers for every cover it has.
+            found |= self.answer(smaller, covers) & set(covers)
+        return found | self.answer(subset, own) if own else found
+
+    def answer(self, subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
+        """The covers ``subset`` finds among ``wanted`` (a kept state's: every cover it has), from the
+        subset's kept state or a run for these covers alone."""
+        state, key = self.state, (subset, self.pairs)
+        kept = state.subsets.get(key)
+        if kept is None:
+            narrower = self.narrower(subset)
+            if narrower is None:
+                self.asked[key] = None
+                return set()  # not the same method on fewer views (an FD became effective): not tried
+            if len(wanted) <= TARGETED_COVERS:
+                found = self.search.targeted(state, narrower, wanted)
+                before = self.asked.get(key)
+                if isinstance(before, Targeted):  # asked again, for a subset it stands for
+                    self.asked[key] = Targeted(narrower, before.wanted | frozenset(wanted), before.found | found)
+                else:
+                    self.asked[key] = Targeted(narrower, frozenset(wanted), found)
+                return found
+            # Many covers: the subset's state is kept and grown with the state's (asked again next batch).
+            subset_state = narrower.recompute(state.seen)
+            subset_state.kept = state.kept  # the same rows: the same projections
+            kept = state.subsets[key] = SubsetState(narrower, subset_state)
+        covers = kept.covers()
+        self.asked[key] = kept.version
+        return covers.keys()
 
 
 def _unjoined(check: AssociationCoverCheck, state: AssociationCoverState, giver: Giver) -> np.ndarray[Any, Any]:

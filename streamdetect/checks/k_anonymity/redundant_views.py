@@ -62,26 +62,20 @@ def _redundant(  # noqa: PLR0917 -- private; the reduction passes its whole cont
     kept: KeptRelations,
 ) -> bool:
     attributes = views[name].attributes
-    if any(attribute in attributes for attribute in pair):
-        return False
     present = [other for other in sorted(others) if seen.height(other)]
-    if not present:
+    if any(attribute in attributes for attribute in pair) or not present:
         return False
     if not seen.height(name):
         return True  # not released: the check over the subset leaves it out already
     shared = [a for a in attributes if any(a in views[other].attributes for other in present)]
     holders = [other for other in present if set(shared) <= set(views[other].attributes)]
-    if not holders:
+    nulls = any(
+        seen.rows[other].get_column(a).null_count() for other in present for a in shared if a in views[other].attributes
+    )
+    if not holders or nulls:
         return False
     if not shared:
         return True  # a cross product with a view that has rows: it repeats every join row
-    if any(
-        seen.rows[other].get_column(a).null_count()
-        for other in present
-        for a in shared
-        if a in views[other].attributes
-    ):
-        return False
     reached = None
     for holder in holders:
         values = kept.relation(seen, holder, shared, False)
