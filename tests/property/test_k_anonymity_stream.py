@@ -58,19 +58,27 @@ def _frames(case: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict
     }
 
 
-@pytest.mark.parametrize("targeted", [0, join_search.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
+@pytest.mark.parametrize(
+    ("targeted", "settling"),
+    [(0, join_search.SETTLING_COVERS), (join_search.TARGETED_COVERS, 10**9), (join_search.TARGETED_COVERS, 1)],
+    ids=["kept-subset-states", "targeted-runs", "kept-once-settling"],
+)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=publications(), rng=st.randoms(use_true_random=False))
 def test_every_batch_gives_the_findings_of_a_fresh_check(
-    case: dict[str, Any], rng: random.Random, targeted: int
+    case: dict[str, Any], rng: random.Random, targeted: int, settling: int
 ) -> None:
-    """Both ways the forcing-view search runs a subset of the views on the stream: a state kept and grown
-    (many covers asked), or a run for the covers asked alone (few); the fresh check runs the default way
-    (on these few covers, the second)."""
+    """Every way the forcing-view search runs a subset of the views on the stream: a state kept and grown
+    (many covers asked), a run for the covers asked alone (few), or a state kept from the search after one
+    in which such a run found covers; the fresh check runs the default way (on these few covers, the
+    second)."""
     topology = _topology(case)
     detector = Detector(topology)
     for added, withdrawn, present in additions_and_withdrawals(case["rows"], random.Random(rng.random())):
-        with patch.object(join_search, "TARGETED_COVERS", targeted):
+        with (
+            patch.object(join_search, "TARGETED_COVERS", targeted),
+            patch.object(join_search, "SETTLING_COVERS", settling),
+        ):
             detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
         fresh = Detector(topology)
         fresh.update(Batch(views=_frames(case, present)))

@@ -45,6 +45,9 @@ Reductions = Mapping[tuple[SubsetKey, tuple[str, str]], frozenset[str]]
 #: A subset asked about at most this many covers, with no state kept, is run for them alone
 #: (:meth:`JoinSearch.targeted`) instead of getting a state of its own.
 TARGETED_COVERS = 2_000
+#: A subset whose run for some covers alone found this many in the last search gets a state of its own: it
+#: settles covers batch after batch, and its state grows by the batch where a run starts from every fact.
+SETTLING_COVERS = 100
 
 
 @dataclass(frozen=True)
@@ -322,7 +325,9 @@ class _Asks:
             if narrower is None:
                 self.asked[key] = None
                 return set()  # not the same method on fewer views (an FD became effective): not tried
-            if len(wanted) <= TARGETED_COVERS:
+            last = state.search.asked.get(key) if state.search is not None else None
+            settles = isinstance(last, Targeted) and len(last.found) >= SETTLING_COVERS
+            if len(wanted) <= TARGETED_COVERS and not settles:
                 found = self.search.targeted(state, narrower, wanted)
                 before = self.asked.get(key)
                 if isinstance(before, Targeted):  # asked again, for a subset it stands for
