@@ -15,7 +15,7 @@ No Kafka or Faust here: the worker (:mod:`streamdetect.stream.worker`) moves the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from streamdetect.errors import StateError
@@ -30,7 +30,7 @@ from streamdetect.stream.records import (
     Topic,
     decode_record,
 )
-from streamdetect.stream.service import DetectorService, Outcome
+from streamdetect.stream.service import DetectorService, Outcome, runs
 from streamdetect.stream.settings import COMPACT_BYTES, DEFAULT_MAX_BYTES, REPLAY_RETENTION_S
 from streamdetect.stream.state_log import Source
 
@@ -211,16 +211,9 @@ class Units:
         (the record's in its route partition) is kept with each unit's state, for :meth:`next_offset`,
         and so is the view record its header names (where stage one read it), for :meth:`source_gap`.
         A marker changes nothing (an empty outcome)."""
-        if offset is not None:
-            self.seen[partition] = max(offset, self.seen.get(partition, offset))
-        source = source_of(headers)
-        if source is not None:
-            self.note_source(partition, source)
-        if is_marker(headers):
-            return Outcome()
-        read = decode_record(self.plan.topology, value, headers, max_bytes=_ROUTED_MAX_BYTES)
-        if isinstance(read, DeadLetter):
-            return Outcome(dead=read)
+        read = self._read(partition, value, headers, offset)
+        if not isinstance(read, Publication):
+            return read
         shares = self._shares(partition, read)
         if not shares:
             return Outcome(replayed=True, publication=read)
@@ -229,19 +222,75 @@ class Units:
                 refused = service.refusal(share)
                 if refused is not None:
                     return Outcome(dead=refused)
-        merged = Outcome(publication=read)
+        folded = []
         for service, share in shares:
             outcome = service.fold(share, offset)
             if outcome.dead is not None:
                 return outcome  # one unit only (checked above otherwise): nothing folded
-            merged.writes.update(outcome.writes)
-            merged.deletes += outcome.deletes
-            merged.events += outcome.events
-            merged.raised += outcome.raised
-            merged.cleared += outcome.cleared
-            merged.universal += outcome.universal
-            merged.take_status(outcome)
-        return merged
+            folded.append(outcome)
+        return _merged(read, folded)
+
+    def handle_many(self, partition: int, records: Sequence[tuple[bytes | None, Headers, int | None]]) -> list[Outcome]:
+        """:meth:`handle` for consecutive routed records of one partition (value, headers, offset), each
+        unit folding its shares in as few Detector updates as their order allows
+        (:meth:`DetectorService.fold_run`): one outcome per record, in order, merged across the units (a
+        record's is ``merged`` when every unit folded it with a later record, whose outcome carries the
+        effects). All or none per record across units, as :meth:`handle`: when a unit would refuse a share
+        as the state stands, the records go one by one."""
+        reads: list[tuple[int, Publication, list[tuple[DetectorService, Publication]]]] = []
+        outcomes = [Outcome() for _ in records]
+        for position, (value, headers, offset) in enumerate(records):
+            read = self._read(partition, value, headers, offset)
+            if not isinstance(read, Publication):
+                outcomes[position] = read
+                continue
+            shares = self._shares(partition, read)
+            if len(shares) > 1 and any(service.refusal(share) is not None for service, share in shares):
+                return self._one_by_one(partition, records, outcomes)
+            outcomes[position] = Outcome(replayed=not shares, publication=read)
+            reads.append((position, read, shares))
+        by_service: dict[int, tuple[DetectorService, list[tuple[int, Publication]]]] = {}
+        for position, _, shares in reads:
+            for service, share in shares:
+                by_service.setdefault(id(service), (service, []))[1].append((position, share))
+        folded: dict[int, list[Outcome]] = {}
+        for service, taken in by_service.values():
+            at = {id(share): position for position, share in taken}
+            for run in runs([share for _, share in taken], windowed=service.detector.window is not None):
+                offsets = [records[at[id(share)]][2] for share in run]
+                for share, outcome in zip(run, service.fold_run(run, offsets), strict=True):
+                    folded.setdefault(at[id(share)], []).append(outcome)
+        for position, read, shares in reads:
+            if shares:
+                outcomes[position] = _merged(read, folded[position])
+        # The events the partition's rebuilt units announced again, with the first outcome delivered.
+        first = next((outcome for outcome in outcomes if outcome.dead is None), None)
+        if first is not None:
+            first.events = [*self.resent.pop(partition, []), *first.events]
+        return outcomes
+
+    def _one_by_one(
+        self, partition: int, records: Sequence[tuple[bytes | None, Headers, int | None]], outcomes: list[Outcome]
+    ) -> list[Outcome]:
+        """:meth:`handle_many`'s records folded one by one (none folded yet; the dead letters and markers
+        among those read so far have their outcomes)."""
+        for position, (value, headers, offset) in enumerate(records):
+            if not is_marker(headers) and outcomes[position].dead is None:
+                outcomes[position] = self.handle(value, headers, partition, offset)
+        return outcomes
+
+    def _read(self, partition: int, value: bytes | None, headers: Headers, offset: int | None) -> Publication | Outcome:
+        """A routed record read, its offset and source noted: the publication, or the outcome of a
+        marker (empty) or of a record that cannot be read (a dead letter)."""
+        if offset is not None:
+            self.seen[partition] = max(offset, self.seen.get(partition, offset))
+        source = source_of(headers)
+        if source is not None:
+            self.note_source(partition, source)
+        if is_marker(headers):
+            return Outcome()
+        read = decode_record(self.plan.topology, value, headers, max_bytes=_ROUTED_MAX_BYTES)
+        return Outcome(dead=read) if isinstance(read, DeadLetter) else read
 
     def _shares(self, partition: int, read: Publication) -> list[tuple[DetectorService, Publication]]:
         """The units of ``partition`` that fold ``read``, each with its share of the rows (those that have
@@ -285,3 +334,27 @@ class Units:
     def state_bytes(self) -> int:
         """Bytes of state held by the units built, as restored plus written since."""
         return sum(service.state_bytes for service in self.services.values())
+
+
+def _merged(read: Publication, outcomes: Sequence[Outcome]) -> Outcome:
+    """One record's outcomes in the units that folded it, as one: their writes, events and status; a
+    dead letter when a unit refused it (then the others did too: :meth:`Units.handle`); ``merged`` or
+    ``replayed`` only when every unit's is."""
+    dead = next((outcome for outcome in outcomes if outcome.dead is not None), None)
+    if dead is not None:
+        return dead
+    merged = Outcome(publication=read)
+    carried = [outcome for outcome in outcomes if not outcome.merged and not outcome.replayed]
+    merged.merged = not carried and any(outcome.merged for outcome in outcomes)
+    merged.replayed = all(outcome.replayed for outcome in outcomes)
+    earliest = [outcome.earliest for outcome in outcomes if outcome.earliest is not None]
+    merged.earliest = min(earliest) if earliest else None
+    for outcome in carried:
+        merged.writes.update(outcome.writes)
+        merged.deletes += outcome.deletes
+        merged.events += outcome.events
+        merged.raised += outcome.raised
+        merged.cleared += outcome.cleared
+        merged.universal += outcome.universal
+        merged.take_status(outcome)
+    return merged

@@ -328,23 +328,30 @@ class DetectorService:
                 outcomes[where[id(read)]] = outcome
         return outcomes
 
-    def fold_run(self, run: Sequence[Publication]) -> list[Outcome]:
+    def fold_run(self, run: Sequence[Publication], offsets: Sequence[int | None] | None = None) -> list[Outcome]:
         """Fold the publications of one run (:func:`runs`) in one Detector update; one outcome each (the
         last carries the run's events and writes). When the Detector refuses the run whole, its two halves
         are folded apart, and so on down to the one publication refused (a dead letter): the others still
-        go in together, in order, as one by one they would."""
+        go in together, in order, as one by one they would. ``offsets`` (the records', aligned with
+        ``run``): the last folded one's is kept with the state, as :meth:`fold` keeps a record's."""
+        at = offsets if offsets is not None else [None] * len(run)
         fresh: list[Publication] = []  # publications compare by identity here (their rows are frames)
-        for read in run:
+        last_offset = None
+        for read, offset in zip(run, at, strict=True):
             if read.batch_id not in self.applied and all(read.batch_id != other.batch_id for other in fresh):
                 fresh.append(read)
+                last_offset = offset
         taken = {id(read) for read in fresh}
         if len(fresh) <= 1:
-            return [self.fold(read) if id(read) in taken else Outcome(replayed=True, publication=read) for read in run]
+            return [
+                self.fold(read, offset) if id(read) in taken else Outcome(replayed=True, publication=read)
+                for read, offset in zip(run, at, strict=True)
+            ]
         try:
-            folded = self._fold(fresh, merged_batch(fresh))
+            folded = self._fold(fresh, merged_batch(fresh), last_offset)
         except (StreamdetectError, pl.exceptions.PolarsError):  # a record spoils the run: its halves apart
             half = len(run) // 2
-            return [*self.fold_run(run[:half]), *self.fold_run(run[half:])]
+            return [*self.fold_run(run[:half], at[:half]), *self.fold_run(run[half:], at[half:])]
         last = id(fresh[-1])
         return [
             folded

@@ -142,7 +142,16 @@ def build_app(topology: Topology, settings: WorkerSettings, metrics: WorkerSenso
             compact_bytes=settings.compact_bytes,
             replay_retention_s=settings.replay_retention_s,
         )
-        two_stages(app, topology, out, units, max_bytes, bootstrap=bootstrap)
+        two_stages(
+            app,
+            topology,
+            out,
+            units,
+            max_bytes,
+            coalesce=settings.coalesce,
+            wait_s=settings.coalesce_wait_s,
+            bootstrap=bootstrap,
+        )
         examined = Detector(topology, plan=planned)  # what the checks examine as `check` counts it
     out.metrics.examined(examined.summaries({}), planned.table_readers)
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import faust
@@ -13,7 +14,7 @@ import faust
 from streamdetect.errors import StateError
 from streamdetect.model.topology import Topology
 from streamdetect.stream.publish import committed_offsets, input_topics
-from streamdetect.stream.routing import Router, Units
+from streamdetect.stream.routing import Router, Units, source_of
 from streamdetect.stream.state_log import Source
 from streamdetect.stream.topics import route_topic
 from streamdetect.stream.worker.catch_up import TAIL_CHECK_S, Gaps, Unstick
@@ -34,6 +35,8 @@ def two_stages(
     units: Units,
     max_bytes: int,
     *,
+    coalesce: int,
+    wait_s: float,
     bootstrap: str,
 ) -> None:
     split = units.plan
@@ -71,12 +74,12 @@ def two_stages(
 
     @app.agent(route, concurrency=1)
     async def detect(stream: faust.StreamT[bytes]) -> None:
-        # Record by record: taking route records together (take_events) stalled the group after a
-        # worker was killed in the two-worker test (twice in two runs); the one-stage worker takes them.
-        async for event in stream.events():
+        # take_events acks the events it yields once the loop's body is done with them, as in the
+        # one-stage worker: their offsets are committed after their effects are delivered.
+        async for events in stream.take_events(coalesce, within=wait_s):  # type: ignore[attr-defined]  # on Stream, not in StreamT
             unstick.touch()
             async with folding:
-                went_on = await fold_routed(app, out, units, event, gaps)
+                went_on = await fold_routed(app, out, events, gaps)
                 folded_at[0] = time.monotonic()
             if not went_on:
                 return
@@ -118,35 +121,79 @@ def two_stages(
     app.on_partitions_assigned.connect(renew)
 
 
-async def fold_routed(app: faust.App, out: Outputs, units: Units, event: faust.EventT[bytes], gaps: Gaps) -> bool:
-    """Fold one route record into the units of its partition (records the consumers skipped first) and
-    deliver what it led to. False when the worker must stop (its state table was refused)."""
-    message = event.message
+async def fold_routed(app: faust.App, out: Outputs, events: Sequence[faust.EventT[bytes]], gaps: Gaps) -> bool:
+    """Fold route records into the units of their partitions and deliver what they led to: per partition,
+    consecutive records in as few Detector updates as their order allows (:meth:`Units.handle_many`),
+    records the consumers skipped folded first where a record's offsets jump. False when the worker must
+    stop (its state table was refused)."""
+    by_partition: dict[int, list[faust.EventT[bytes]]] = {}
+    for event in events:
+        by_partition.setdefault(event.message.partition, []).append(event)
     try:
-        expected = units.next_offset(message.partition)
-        if expected is not None and message.offset > expected:
-            await gaps.fill_route(message.partition, expected, message.offset)
-        headers = headers_of(message)
-        await gaps.fill_sources_before(message.partition, headers)
-        began = time.perf_counter()
-        outcome = units.handle(event.value, headers, message.partition, message.offset)
-        elapsed = time.perf_counter() - began
+        for partition, taken in by_partition.items():
+            await _fold_partition(app, out, gaps, partition, taken)
     except StateError as refused:
         out.refuse(refused)
         return False
-    if message.tp not in app.consumer.assignment():
-        # The partition went to another worker while this one folded (a rebalance it was late for):
-        # writing now would put a second writer's entries, numbered as the new owner's, in the unit's
-        # changelog. Drop the fold; the new owner folds the record from the committed offset (Faust
-        # discards commits of revoked partitions).
-        units.revoke([message.partition])
-        log.warning("route partition %d was reassigned while folding: its outcome is dropped", message.partition)
+    return True
+
+
+async def _fold_partition(
+    app: faust.App, out: Outputs, gaps: Gaps, partition: int, taken: Sequence[faust.EventT[bytes]]
+) -> None:
+    """:func:`fold_routed` for one partition's records, in order (the rest of them dropped when the
+    partition went to another worker meanwhile)."""
+    units = gaps.units
+    run: list[faust.EventT[bytes]] = []
+    expected = units.next_offset(partition)
+    sources = units.next_source_offsets(partition)
+    for event in taken:
+        message = event.message
+        headers = headers_of(message)
+        source = source_of(headers)
+        route_gap = expected is not None and message.offset > expected
+        source_gap = source is not None and source.key in sources and source.offset > sources[source.key]
+        if route_gap or source_gap:
+            # Records in between were not delivered: the run so far first, then those, read directly.
+            if not await _fold_run(app, out, units, partition, run):
+                return
+            run = []
+            if route_gap:
+                assert expected is not None
+                await gaps.fill_route(partition, expected, message.offset)
+            await gaps.fill_sources_before(partition, headers)
+            sources = units.next_source_offsets(partition)
+        run.append(event)
+        expected = message.offset + 1
+        if source is not None:
+            sources[source.key] = max(source.offset + 1, sources.get(source.key, 0))
+    await _fold_run(app, out, units, partition, run)
+
+
+async def _fold_run(
+    app: faust.App, out: Outputs, units: Units, partition: int, run: Sequence[faust.EventT[bytes]]
+) -> bool:
+    """Fold consecutive route records of one partition and deliver what they led to. False when the
+    partition went to another worker while this one folded (a rebalance it was late for): writing now
+    would put a second writer's entries, numbered as the new owner's, in the unit's changelog, so the
+    fold is dropped and the new owner folds the records from the committed offset (Faust discards commits
+    of revoked partitions)."""
+    if not run:
         return True
-    await out.settle(event, outcome)
-    if outcome.publication is not None or outcome.dead is not None:
-        # Counted once delivered (a dropped fold is the new owner's to count); a marker counts nothing.
-        out.metrics.folded(outcome, elapsed)
-        out.metrics.state(units.state_bytes)
+    records = [(event.value, headers_of(event.message), event.message.offset) for event in run]
+    began = time.perf_counter()
+    outcomes = units.handle_many(partition, records)
+    elapsed = time.perf_counter() - began
+    if run[0].message.tp not in app.consumer.assignment():
+        units.revoke([partition])
+        log.warning("route partition %d was reassigned while folding: its outcome is dropped", partition)
+        return False
+    for event, outcome in zip(run, outcomes, strict=True):
+        await out.settle(event, outcome)
+        if outcome.publication is not None or outcome.dead is not None:
+            # Counted once delivered (a dropped fold is the new owner's to count); a marker counts nothing.
+            out.metrics.folded(outcome, elapsed)
+            out.metrics.state(units.state_bytes)
     return True
 
 
