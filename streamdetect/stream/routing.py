@@ -272,10 +272,10 @@ class Units:
     def _one_by_one(
         self, partition: int, records: Sequence[tuple[bytes | None, Headers, int | None]], outcomes: list[Outcome]
     ) -> list[Outcome]:
-        """:meth:`handle_many`'s records folded one by one (none folded yet; the dead letters and markers
-        among those read so far have their outcomes)."""
+        """:meth:`handle_many`'s records folded one by one (none folded yet; the dead letters among those
+        read so far have their outcomes, and a marker is handled again only to note its source)."""
         for position, (value, headers, offset) in enumerate(records):
-            if not is_marker(headers) and outcomes[position].dead is None:
+            if outcomes[position].dead is None:
                 outcomes[position] = self.handle(value, headers, partition, offset)
         return outcomes
 
