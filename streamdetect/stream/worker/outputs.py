@@ -195,6 +195,10 @@ class Outputs:
         :func:`run_worker` then raises the error, which the command reports in one line, exit code 2."""
         log.error("%s", refused)
         REFUSED[id(self.app)] = refused
+        # Stop without waiting for the records taken and not folded: the agent returns with the ones
+        # take_events still holds (handed over or not), which nothing acknowledges then, and Faust's stop
+        # would wait for them for good. Unacknowledged, they are not committed: this worker folded none.
+        self.app.conf.stream_wait_empty = False
         self._stopping = asyncio.ensure_future(self._stop_once_recovered())
 
     async def _stop_once_recovered(self) -> None:
