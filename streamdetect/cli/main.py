@@ -9,6 +9,7 @@ shows its traceback).
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import sys
@@ -507,6 +508,17 @@ cli.add_command(connect)
 cli.add_command(capture)
 
 
+#: The cyclic garbage collector's thresholds in a streamdetect process (``gc.set_threshold``): a collection
+#: of the youngest generation after 10,000 allocations, not CPython's 700. A stream update allocates
+#: containers by the ten thousand (covers, their value sets, findings) that live on, so that at 700 the
+#: collector ran about a thousand times in thirty BP micro-batches, and its full collections (each
+#: traversing every live container, ~0.1 s) took 0.8-1.0 s of 11 s while collecting nothing; at 10,000:
+#: 0.25 s (docs/benchmarks-history.md, "The garbage collector's thresholds"). Older generations as CPython
+#: has them. A process embedding the library keeps its own settings.
+GC_THRESHOLDS = (10_000, 10, 10)
+
+
 def main() -> None:
     """Console-script entry point."""
+    gc.set_threshold(*GC_THRESHOLDS)
     cli()
