@@ -13,13 +13,13 @@ import polars as pl
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverState
 from streamdetect.checks.k_anonymity.join_search import JoinSearch
 from streamdetect.checks.k_anonymity.methods import JoinMethod, choose_method, restricted
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
 from streamdetect.model.batch import Batch
-from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
-
-ATTRIBUTES = ("A", "B", "C", "D", "E")
+from streamdetect.model.topology import Topology
+from tests.property.test_k_anonymity_stream import ATTRIBUTES, _frames, _topology
 
 
 @st.composite
@@ -38,24 +38,20 @@ def publications(draw: st.DrawFn) -> dict[str, Any]:
     return {"views": views, "rows": rows, "k": draw(st.sampled_from([2, 3]))}
 
 
-def _topology(case: dict[str, Any]) -> Topology:
-    schema = TableSchema("T", ATTRIBUTES, ("A", "B"), ("C", "D"))
-    views = tuple(ViewDefinition(name, attributes) for name, attributes in case["views"].items())
-    return Topology("redundant", schema, views, (CheckConfig("k-anonymity", case["k"]),))
-
-
-def _search(case: dict[str, Any], reduce: bool) -> tuple[list[str], int]:
-    """The findings' ids and how many subsets the search answered by fewer views."""
+def _state(case: dict[str, Any]) -> tuple[Topology, JoinMethod, AssociationCoverState, dict[str, pl.DataFrame]]:
+    """The case's topology, its join-based method, the method's state holding every row, and the rows."""
     topology = _topology(case)
     method = choose_method(topology, case["k"])
     assert isinstance(method, JoinMethod)
     state = method.initialize()
-    frames = {
-        name: pl.DataFrame(rows, schema=dict.fromkeys(case["views"][name], pl.Int64))
-        for name, rows in case["rows"].items()
-        if rows
-    }
+    frames = _frames(case, case["rows"])
     method.add(state, Batch(views=frames), None)
+    return topology, method, state, frames
+
+
+def _search(case: dict[str, Any], reduce: bool) -> tuple[list[str], int]:
+    """The findings' ids and how many subsets the search answered by fewer views."""
+    topology, method, state, _ = _state(case)
     findings = JoinSearch(method.check, topology, method._narrower, reduce=reduce).covers(state)
     return sorted(finding.id for finding in findings), len(state.search.reduced) if state.search else 0
 
@@ -73,16 +69,7 @@ def test_the_search_finds_the_same_with_subsets_answered_by_fewer_views(case: di
 def test_a_subset_without_its_redundant_views_finds_the_covers_it_finds(case: dict[str, Any]) -> None:
     """The reduction itself, on every subset and pair: the check run fresh on the subset and on the subset
     without its redundant views finds the same covers of the pair."""
-    topology = _topology(case)
-    frames = {
-        name: pl.DataFrame(rows, schema=dict.fromkeys(case["views"][name], pl.Int64))
-        for name, rows in case["rows"].items()
-        if rows
-    }
-    method = choose_method(topology, case["k"])
-    assert isinstance(method, JoinMethod)
-    state = method.initialize()
-    method.add(state, Batch(views=frames), None)
+    topology, _, state, frames = _state(case)
     definitions = {view.name: view for view in topology.views}
     names = sorted(case["views"])
     reductions = 0
@@ -112,16 +99,10 @@ def test_a_view_that_only_filters_a_join_it_loses_nothing_of_is_left_out() -> No
     With a B value of v1 missing from v2 it filters the join, and stays; a null B in v1 stays too (B is read
     only beside v2, so the row joins without it)."""
     views = {"v0": ("A", "B"), "v1": ("B", "C"), "v2": ("B", "E")}
-    definitions = {name: ViewDefinition(name, attributes) for name, attributes in views.items()}
 
     def reduced(rows: dict[str, list[dict[str, Any]]]) -> frozenset[str]:
-        case = {"views": views, "rows": rows, "k": 2}
-        topology = _topology(case)
-        method = choose_method(topology, 2)
-        assert isinstance(method, JoinMethod)
-        state = method.initialize()
-        frames = {name: pl.DataFrame(r, schema=dict.fromkeys(views[name], pl.Int64)) for name, r in rows.items()}
-        method.add(state, Batch(views=frames), None)
+        topology, _, state, _ = _state({"views": views, "rows": rows, "k": 2})
+        definitions = {view.name: view for view in topology.views}
         return without_redundant_views(frozenset(views), ("A", "C"), definitions, state.seen, state.kept)
 
     v0 = [{"A": 1, "B": 1}, {"A": 2, "B": 2}]

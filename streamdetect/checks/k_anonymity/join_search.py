@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
 from streamdetect.checks.seen_rows import SeenRows
-from streamdetect.model.topology import Topology
+from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
 #: Searches in a row that may leave a subset's state unasked before it is dropped (its rows pile up).
@@ -177,26 +178,21 @@ class JoinSearch:
         # it is asked again next batch); states this search does not ask for are dropped after it.
         pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
         asks = _Asks(self, state, pairs)
-        by_pair: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
-
-        def releases(key: CoverCodes) -> tuple[list[str], list[str]]:
-            pair = (key[0], key[1])
-            if pair not in by_pair:
-                by_pair[pair] = releasing(topology, *pair)
-            return by_pair[pair]
-
         order = [view.name for view in topology.views]
         # The views whose facts give each cover (frozen sets, the index's own): tried first.
-        forcing = minimal_forcing_views(full, order, asks.finds, releases=releases, hints=full)
+        forcing = minimal_forcing_views(full, order, asks.finds, releases=asks.releases, hints=full)
         self._age(state, set(asks.asked))
         findings = method.result(state, covers=full, views=forcing)
         state.search = Search(state.index.version, asks.asked, findings, asks.reduced)
         return findings
 
+    @cached_property
+    def _views(self) -> dict[str, ViewDefinition]:
+        return {view.name: view for view in self.topology.views}
+
     def reduced(self, state: AssociationCoverState, subset: frozenset[str], pair: tuple[str, str]) -> frozenset[str]:
         """``subset`` without its views redundant for ``pair`` (:mod:`.redundant_views`)."""
-        views = {view.name: view for view in self.topology.views}
-        return without_redundant_views(subset, pair, views, state.seen, state.kept)
+        return without_redundant_views(subset, pair, self._views, state.seen, state.kept)
 
     def unchanged(self, state: AssociationCoverState, last: Search) -> bool:
         """Whether every subset a search asked finds what it found then (kept states caught up first,
@@ -287,6 +283,15 @@ class _Asks:
     asked: dict[SubsetKey, int | Targeted | None] = field(default_factory=dict)
     reduced: dict[tuple[SubsetKey, tuple[str, str]], frozenset[str]] = field(default_factory=dict)
     narrowers: dict[frozenset[str], AssociationCoverCheck | None] = field(default_factory=dict)
+    #: Per pair, the views releasing its identifier and its sensitive attribute (:func:`releasing`).
+    released: dict[tuple[str, str], tuple[list[str], list[str]]] = field(default_factory=dict)
+
+    def releases(self, cover: CoverCodes) -> tuple[list[str], list[str]]:
+        """:func:`releasing` for the cover's pair, the same lists for every cover of it."""
+        pair = (cover[0], cover[1])
+        if pair not in self.released:
+            self.released[pair] = releasing(self.search.topology, *pair)
+        return self.released[pair]
 
     def narrower(self, subset: frozenset[str]) -> AssociationCoverCheck | None:
         if subset not in self.narrowers:
@@ -309,7 +314,7 @@ class _Asks:
                 own.extend(covers)
                 continue
             self.reduced[((subset, self.pairs), pair)] = smaller
-            if not all(smaller & set(side) for side in releasing(self.search.topology, *pair)):
+            if not all(smaller & set(side) for side in self.releases(covers[0])):
                 continue  # it no longer releases the pair: nothing ties one to the other
             # Without its redundant views (irreducible); a kept state answers for every cover it has.
             found |= self.answer(smaller, covers) & set(covers)
