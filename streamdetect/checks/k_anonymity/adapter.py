@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
+from streamdetect.checks.findings import AssociationCoverFinding, Delta
 from streamdetect.checks.k_anonymity.methods import KAnonymityState, Method, choose_method
 from streamdetect.checks.presentation import Section, Shown, association_cells, values_text
 from streamdetect.checks.protocol import BY_PAIR, WHOLE, CheckProperties, CheckSummary, ProgressFactory
@@ -90,7 +90,7 @@ class KAnonymity:
         state.log.record(self._logged(batch))
         after = self.result(state)
         state.findings = after
-        return diff(before, after)
+        return self.method.changes(state, before, after)
 
     def _logged(self, batch: Batch) -> Batch:
         """What of a batch the state depends on: the views' rows, and the table's when the method reads it."""

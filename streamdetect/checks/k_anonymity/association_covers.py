@@ -23,7 +23,8 @@ its stable id. Cost per (u, ID, P): two capped eliminations over all views.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import itemgetter
@@ -81,10 +82,32 @@ class AssociationCoverState:
     #: The stored views' projections and the capped forms kept with them (:mod:`.kept_relations`; not
     #: serialized). Shared with the subset states, which share the rows.
     kept: KeptRelations = field(default_factory=KeptRelations, compare=False, repr=False)
-    #: The findings of the last result, by cover and views (not serialized).
+    #: The findings of the last result, by cover and views, the views per cover they were made for, and
+    #: their sorted list (not serialized): the next result looks only at the covers whose views changed,
+    #: and returns the same list when none did.
     reported: dict[tuple[CoverCodes, tuple[str, ...]], tuple[AssociationCoverFinding, Any]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    reported_from: dict[CoverCodes, frozenset[str]] | None = field(default=None, compare=False, repr=False)
+    listed: list[AssociationCoverFinding] | None = field(default=None, compare=False, repr=False)
+    listed_order: list[Any] = field(default_factory=list, compare=False, repr=False)
+    #: The last result's list before it, and the findings it raised and cleared (not serialized).
+    listed_changes: tuple[list[AssociationCoverFinding] | None, Delta[AssociationCoverFinding]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def changes(
+        self, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
+    ) -> Delta[AssociationCoverFinding]:
+        """The findings raised and cleared from ``before`` to ``after``: those the last result changed when
+        it went from one to the other (no pass over every finding), their diff otherwise."""
+        if before is after:
+            return Delta(raised=(), cleared=())
+        kept = self.listed_changes
+        if kept is not None and kept[0] is before and self.listed is after:
+            return kept[1]
+        return diff(before, after)
+
     #: States of the check over subsets of the views for some (identifier, sensitive) pairs (the
     #: forcing-view search's: ``join_search.SubsetState``), sharing ``seen`` and grown by its rows when asked.
     #: Not serialized; dropped when the sets are recomputed, or when searches stop asking for them.
@@ -470,30 +493,47 @@ class AssociationCoverCheck:
         *,
         covers: Mapping[CoverCodes, frozenset[str]] | None = None,
         views: Mapping[CoverCodes, frozenset[str]] | None = None,
+        since: Collection[CoverCodes] | None = None,
     ) -> list[AssociationCoverFinding]:
         """Every minimal association cover of size below k, sorted.
 
         ``covers``: :meth:`minimal_cover_codes` of ``state`` when the caller has it already. ``views``
         names, per cover, the views to report (a minimal forcing set); by default the views whose
-        projection facts give the cover.
+        projection facts give the cover. ``since``: the covers whose views may differ from those of the
+        last result (with ``views``; None: any cover).
         """
         found = covers if covers is not None else self.minimal_cover_codes(state)
+        chosen = views if views is not None else found
         # A finding reported before with the same views is the same object again (its id and text are
-        # computed once; a batch changes few of thousands of covers).
-        known = state.reported
+        # computed once), and only the covers whose views changed since the last result are looked at (a
+        # batch changes few of thousands of covers).
+        known, last = state.reported, state.reported_from
+        items: Iterable[tuple[CoverCodes, frozenset[str]]] = chosen.items()
         shown: dict[tuple[CoverCodes, tuple[str, ...]], tuple[AssociationCoverFinding, Any]] = {}
-        minimal = []
         ordered: dict[frozenset[str], tuple[str, ...]] = {}  # few distinct sets of views: sorted once each
-        for cover, holders in found.items():
-            chosen = views[cover] if views is not None else holders
-            names = ordered.get(chosen)
+        removed: list[tuple[AssociationCoverFinding, Any]] = []
+        added: list[tuple[AssociationCoverFinding, Any]] = []
+        if last is not None:
+            items, gone = _changed(chosen, last, since if views is not None else None)
+            if not items and not gone and state.listed is not None:
+                return state.listed
+            shown = known  # changed in place: the covers gone or with other views leave it
+            for cover, before in gone:
+                names = ordered.get(before)
+                if names is None:
+                    names = ordered[before] = tuple(sorted(before))
+                removed.append(shown.pop((cover, names)))
+        minimal = []
+        for cover, views_of in items:
+            names = ordered.get(views_of)
             if names is None:
-                names = ordered[chosen] = tuple(sorted(chosen))
+                names = ordered[views_of] = tuple(sorted(views_of))
             entry = known.get((cover, names))
             if entry is None:
                 minimal.append((cover, names))
             else:
                 shown[(cover, names)] = entry
+                added.append(entry)
         # Decode in bulk, one gather per attribute: per-finding decoding dominated large results.
         wanted: dict[str, set[int]] = {}
         for (identifier, sensitive, code, sensitive_codes), _ in minimal:
@@ -513,9 +553,19 @@ class AssociationCoverCheck:
                 sensitive_values=tuple(sorted((decoded[sensitive][c] for c in sensitive_codes), key=str)),
                 views=names,
             )
-            shown[(cover, names)] = (finding, _order(finding))  # the sort key computed once per finding
-        state.reported = shown
-        return [finding for finding, _ in sorted(shown.values(), key=itemgetter(1))]
+            entry = shown[(cover, names)] = (finding, _order(finding))  # the sort key computed once per finding
+            added.append(entry)
+        state.reported, state.reported_from = shown, dict(chosen)
+        # From the last list to this one (in sort order, as a diff gives them), when only those changed.
+        state.listed_changes = (
+            (state.listed, Delta(raised=_in_order(added), cleared=_in_order(removed))) if last is not None else None
+        )
+        if last is None or state.listed is None or (len(added) + len(removed)) * 8 > len(shown):
+            entries = sorted(shown.values(), key=itemgetter(1))
+            state.listed, state.listed_order = [f for f, _ in entries], [order for _, order in entries]
+        else:
+            state.listed, state.listed_order = _resorted(state.listed, state.listed_order, removed, added)
+        return state.listed
 
 
 def minimal_covers(covers: Mapping[tuple[K, frozenset[Any]], set[str]]) -> list[tuple[K, frozenset[Any], set[str]]]:
@@ -529,6 +579,47 @@ def minimal_covers(covers: Mapping[tuple[K, frozenset[Any]], set[str]]) -> list[
     return [
         (key, cover, views) for (key, cover), views in covers.items() if not any(other < cover for other in by_key[key])
     ]
+
+
+def _changed(
+    chosen: Mapping[CoverCodes, frozenset[str]],
+    last: Mapping[CoverCodes, frozenset[str]],
+    since: Collection[CoverCodes] | None,
+) -> tuple[Iterable[tuple[CoverCodes, frozenset[str]]], Iterable[tuple[CoverCodes, frozenset[str]]]]:
+    """The covers with their views in ``chosen`` and not in ``last``, and the reverse; looking only at the
+    covers ``since`` (and those ``chosen`` no longer has) when given."""
+    if since is None:
+        return chosen.items() - last.items(), last.items() - chosen.items()
+    differ = [cover for cover in since if chosen.get(cover) != last.get(cover)]
+    items = [(cover, chosen[cover]) for cover in differ if cover in chosen]
+    gone = [(cover, last[cover]) for cover in differ if cover in last]
+    gone.extend((cover, last[cover]) for cover in last.keys() - chosen.keys() if cover not in since)
+    return items, gone
+
+
+def _in_order(entries: list[tuple[AssociationCoverFinding, Any]]) -> tuple[AssociationCoverFinding, ...]:
+    return tuple(finding for finding, _ in sorted(entries, key=itemgetter(1)))
+
+
+def _resorted(
+    listed: list[AssociationCoverFinding],
+    order: list[Any],
+    removed: Iterable[tuple[AssociationCoverFinding, Any]],
+    added: Iterable[tuple[AssociationCoverFinding, Any]],
+) -> tuple[list[AssociationCoverFinding], list[Any]]:
+    """A sorted list of findings (with their sort keys, ``order``) without ``removed`` and with ``added``:
+    new lists (the last result's stays as it was), each finding found or placed by bisection."""
+    listed, order = list(listed), list(order)
+    for finding, key in removed:
+        at = bisect_left(order, key)
+        while listed[at] is not finding:  # equal keys: the finding itself
+            at += 1
+        del listed[at], order[at]
+    for finding, key in added:
+        at = bisect_right(order, key)
+        listed.insert(at, finding)
+        order.insert(at, key)
+    return listed, order
 
 
 def _order(finding: AssociationCoverFinding) -> tuple[str, str, str, tuple[str, ...]]:

@@ -11,7 +11,7 @@ stream".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,7 +28,7 @@ from streamdetect.checks.k_anonymity.association_covers import (
     SetKey,
 )
 from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, Giver
-from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
+from streamdetect.checks.k_anonymity.forcing_views import ForcingSearch, Settled
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
 from streamdetect.checks.seen_rows import SeenRows
@@ -60,11 +60,11 @@ class Targeted:
     found: frozenset[CoverCodes]
 
 
-def _rows_of(check: AssociationCoverCheck, seen: SeenRows) -> tuple[tuple[int, int], ...]:
-    """Per view of ``check``, the rows stored and those present (a run for some covers alone depends on
-    nothing else: the same rows, the same answer)."""
+def _rows_of(views: Sequence[ViewDefinition], seen: SeenRows) -> tuple[tuple[int, int], ...]:
+    """Per view, the rows stored and those present (a subset's answers depend on nothing else: the same
+    rows, the same answer; a batch that withdraws rows recomputes the state and drops what was kept)."""
     return tuple(
-        (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name)) for view in check.views
+        (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name)) for view in views
     )
 
 
@@ -79,11 +79,15 @@ class Answers:
 
 @dataclass(frozen=True)
 class Search:
-    """The last forcing-view search: the version of the minimal covers over all the views, the subsets it
-    asked with what they answered (the version of a kept state's covers, a targeted run, or None: not
-    tried), the subsets it answered by fewer views (:mod:`.redundant_views`), and the findings."""
+    """The last forcing-view search: the version of the minimal covers over all the views and the rows of
+    every view it read (:func:`_rows_of`), what it settled per cover (read by the next search: a subset's
+    answer depends on its views' rows alone), the subsets it asked with what they answered (the version of a
+    kept state's covers, a targeted run, or None: not tried), the subsets it answered by fewer views
+    (:mod:`.redundant_views`), and the findings."""
 
     version: int
+    rows: tuple[tuple[int, int], ...]
+    settled: Settled[CoverCodes]
     asked: Mapping[SubsetKey, int | Targeted | None]
     findings: list[AssociationCoverFinding]
     reduced: Reductions = field(default_factory=dict)
@@ -153,14 +157,17 @@ class JoinSearch:
         if grown is None:
             state.subsets.clear()
             state.answers.clear()
+            state.search = None  # rows withdrawn: the rows' counts no longer tell what changed
             return
         for subset in state.subsets.values():
             subset.pending.extend((name, new, positions) for name, new, positions, _ in grown)
 
     def covers(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
-        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded. The
-        search is deterministic in the minimal covers over all the views and over the subsets it asks: when
-        none of those changed since the last search, its findings stand (``state.search``)."""
+        """Covers compared in dictionary codes: every subset run reuses the rows the state encoded. A
+        cover's forcing set depends on its hint and on the answers of subsets, and a subset's answer on its
+        views' rows: a search asks again only the covers new or with a new hint, and those with a candidate
+        up to their set whose views changed since the last search (:class:`~.forcing_views.ForcingSearch`); with nothing
+        changed, its findings stand (``state.search``)."""
         method = self.check
         full = method.minimal_cover_codes(state)
         if not full:
@@ -168,22 +175,28 @@ class JoinSearch:
             state.search = None
             return []
         assert state.index is not None
-        last: Search | None = state.search
-        if last is not None and last.version == state.index.version and self.unchanged(state, last):
-            self._age(state, set(last.asked))
-            return last.findings
         topology = self.topology
+        rows = _rows_of(topology.views, state.seen)
+        last: Search | None = state.search
+        if last is not None and last.version == state.index.version and last.rows == rows:
+            return last.findings
+        changed = [
+            view.name
+            for view, now, then in zip(topology.views, rows, last.rows if last is not None else rows, strict=True)
+            if last is None or now != then
+        ]
 
         # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
-        # it is asked again next batch); states this search does not ask for are dropped after it.
+        # it is asked again next batch); states the searches stop asking for are dropped.
         pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
         asks = _Asks(self, state, pairs)
         order = [view.name for view in topology.views]
         # The views whose facts give each cover (frozen sets, the index's own): tried first.
-        forcing = minimal_forcing_views(full, order, asks.finds, releases=asks.releases, hints=full)
+        search = ForcingSearch(order, asks.finds, asks.releases)
+        settled = search.run(full, last.settled if last is not None else None, changed)
         self._age(state, set(asks.asked))
-        findings = method.result(state, covers=full, views=forcing)
-        state.search = Search(state.index.version, asks.asked, findings, asks.reduced)
+        findings = method.result(state, covers=full, views=settled.views, since=settled.asked if last else None)
+        state.search = Search(state.index.version, rows, settled, asks.asked, findings, asks.reduced)
         return findings
 
     @cached_property
@@ -193,28 +206,6 @@ class JoinSearch:
     def reduced(self, state: AssociationCoverState, subset: frozenset[str], pair: tuple[str, str]) -> frozenset[str]:
         """``subset`` without its views redundant for ``pair`` (:mod:`.redundant_views`)."""
         return without_redundant_views(subset, pair, self._views, state.seen, state.kept)
-
-    def unchanged(self, state: AssociationCoverState, last: Search) -> bool:
-        """Whether every subset a search asked finds what it found then (kept states caught up first,
-        targeted runs asked again: answered from their kept answers while their views keep their rows), and
-        every subset it answered by fewer views still has the same views redundant."""
-        for ((subset, _), pair), smaller in last.reduced.items():
-            if self.reduced(state, subset, pair) != smaller:
-                return False
-        for key, answer in last.asked.items():
-            if answer is None:
-                continue  # another method on those views: not tried, whatever the rows
-            if isinstance(answer, Targeted):
-                if self.targeted(state, answer.check, answer.wanted) != answer.found:
-                    return False
-                continue
-            kept = state.subsets.get(key)
-            if kept is None:
-                return False
-            kept.covers()
-            if kept.version != answer:
-                return False
-        return True
 
     def targeted(
         self, state: AssociationCoverState, narrower: AssociationCoverCheck, wanted: Collection[CoverCodes]
@@ -227,7 +218,7 @@ class JoinSearch:
         minimal covers among those facts' are the subset's for these values: no state of its own."""
         assert state.index is not None
         subset = frozenset(view.name for view in narrower.views)
-        rows = _rows_of(narrower, state.seen)
+        rows = _rows_of(narrower.views, state.seen)
         answers = state.answers.get(subset)
         if answers is None or answers.rows != rows:
             # Which covers a subset finds depends on its views' rows alone: kept per cover until they change.

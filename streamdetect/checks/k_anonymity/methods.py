@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from streamdetect.checks.findings import AssociationCoverFinding
+from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
 from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
@@ -89,6 +89,12 @@ class Method(Protocol):
         """Every minimal cover below k, each with a minimal set of views that forces it."""
         ...
 
+    def changes(
+        self, state: Any, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
+    ) -> Delta[AssociationCoverFinding]:
+        """The covers raised and cleared from ``before`` to ``after`` (:meth:`covers` of the state)."""
+        ...
+
 
 @dataclass(frozen=True)
 class JoinMethod:
@@ -132,6 +138,13 @@ class JoinMethod:
     def covers(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
         """Covers compared in dictionary codes, each with a minimal forcing set (:mod:`.join_search`)."""
         return JoinSearch(self.check, self.topology, self._narrower).covers(state)
+
+    def changes(
+        self, state: AssociationCoverState, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
+    ) -> Delta[AssociationCoverFinding]:
+        """What the state's last result changed when it went from ``before`` to ``after`` (kept by
+        :meth:`AssociationCoverCheck.result`: no pass over every finding), their diff otherwise."""
+        return state.changes(before, after)
 
     def _narrower(self, subset: frozenset[str], pairs: frozenset[tuple[str, str]]) -> AssociationCoverCheck | None:
         """The check over the views of ``subset`` for ``pairs``; None when it is another method there (an FD
@@ -177,6 +190,12 @@ class RecomputedMethod:
         self, views: Mapping[str, pl.DataFrame], table: pl.DataFrame | None
     ) -> list[AssociationCoverFinding]:
         return self.check.result(RowsState(views=dict(views), table=table))
+
+    def changes(
+        self, state: RowsState, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
+    ) -> Delta[AssociationCoverFinding]:
+        """The findings' diff: recomputed, they are new objects every batch."""
+        return diff(before, after)
 
     def covers(self, state: RowsState) -> list[AssociationCoverFinding]:
         """The covers over the views read (:func:`released`), each with a minimal forcing set of views."""
