@@ -9,11 +9,14 @@ channel of all views is also a k-anonymity violation.
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from streamdetect.checks.k_anonymity import held_values
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.linkage import LinkageCheck
 from streamdetect.model.topology import ViewDefinition
@@ -69,11 +72,16 @@ def _covers(findings: Any) -> set[tuple[str, Any, str, frozenset[Any]]]:
     }
 
 
+@pytest.mark.parametrize("matrices", [held_values.MATRIX_CAP, 2], ids=["values-held", "values-read-from-the-sets"])
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(projections())
-def test_covers_equal_the_definition(case: dict[str, Any]) -> None:
+@given(case=projections())
+def test_covers_equal_the_definition(case: dict[str, Any], matrices: int) -> None:
+    """Whether the sensitive values per projection fact are held in a matrix (k up to
+    :data:`~streamdetect.checks.k_anonymity.held_values.MATRIX_CAP`) or read from the sets (above it: here
+    every k above 2)."""
     check = _check(case)
-    found = check.update(check.initialize(), _frames(case)).raised
+    with patch.object(held_values, "MATRIX_CAP", matrices):
+        found = check.update(check.initialize(), _frames(case)).raised
     expected = association_cover_reference(
         case["attributes"], case["views"], case["rows"], case["identifiers"], case["sensitive"], case["k"]
     )

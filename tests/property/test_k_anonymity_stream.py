@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.k_anonymity import join_search
+from streamdetect.checks.k_anonymity import held_values, join_search
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.detector import Detector
@@ -60,14 +60,19 @@ def _frames(case: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict
 
 
 @pytest.mark.parametrize(
-    ("targeted", "settling"),
-    [(0, join_search.SETTLING_COVERS), (join_search.TARGETED_COVERS, 10**9), (join_search.TARGETED_COVERS, 1)],
-    ids=["kept-subset-states", "targeted-runs", "kept-once-settling"],
+    ("targeted", "settling", "matrices"),
+    [
+        (0, join_search.SETTLING_COVERS, held_values.MATRIX_CAP),
+        (join_search.TARGETED_COVERS, 10**9, held_values.MATRIX_CAP),
+        (join_search.TARGETED_COVERS, 1, held_values.MATRIX_CAP),
+        (join_search.TARGETED_COVERS, join_search.SETTLING_COVERS, 2),
+    ],
+    ids=["kept-subset-states", "targeted-runs", "kept-once-settling", "values-read-from-the-sets"],
 )
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=publications(), rng=st.randoms(use_true_random=False))
 def test_every_batch_gives_the_findings_of_a_fresh_check(
-    case: dict[str, Any], rng: random.Random, targeted: int, settling: int
+    case: dict[str, Any], rng: random.Random, targeted: int, settling: int, matrices: int
 ) -> None:
     """Every way the forcing-view search runs a subset of the views on the stream: a state kept and grown
     (many covers asked), a run for the covers asked alone (few), or a state kept from the search after one
@@ -80,6 +85,7 @@ def test_every_batch_gives_the_findings_of_a_fresh_check(
         with (
             patch.object(join_search, "TARGETED_COVERS", targeted),
             patch.object(join_search, "SETTLING_COVERS", settling),
+            patch.object(held_values, "MATRIX_CAP", matrices),
         ):
             delta = detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
         for finding in delta.cleared:

@@ -409,15 +409,6 @@ class AssociationCoverCheck:
             state.sets[key] = grown.rechunk() if grown.n_chunks() > 16 else grown
         return added
 
-    def _eligible(self, state: AssociationCoverState, giver: tuple[str, str, str], pfs: pl.Series) -> pl.Series:
-        """The PFs of ``pfs`` whose sets can give a cover: one identifier value, fewer than k sensitive ones
-        (from the counts kept beside the sets)."""
-        holder, identifier, sensitive = giver
-        ids = self.filled(state, (holder, identifier, sensitive, identifier))
-        values = self.filled(state, (holder, identifier, sensitive, sensitive))
-        at = pfs.to_numpy()
-        return pfs.filter(pl.Series((ids[at] == 1) & (values[at] < self.k)))
-
     def filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
         """How many values each PF of the key's holder has in its set."""
         return self._held(state, key).counts
@@ -473,16 +464,17 @@ class AssociationCoverCheck:
         active = self.released(state.seen)
         givers = tuple((holder.name, e, s) for e, s in active.pairs for holder in active.views)
         index = state.index
+        held = partial(self._held, state)
         if index is None or index.givers != givers or index.k != self.k:
-            index = state.index = CoverIndex.build(state.sets, givers, self.k, PF)
+            index = state.index = CoverIndex.build(state.sets, givers, self.k, PF, held)
         elif state.touched:
             reached: dict[tuple[str, str, str], list[pl.Series]] = {}
             for (holder, identifier, sensitive, _), found in state.touched.items():
                 reached.setdefault((holder, identifier, sensitive), []).extend(found)
             index.refresh(
                 state.sets,
-                {giver: pl.concat(found) for giver, found in reached.items() if giver in givers},
-                partial(self._eligible, state),
+                {giver: pl.concat(found).to_numpy() for giver, found in reached.items() if giver in givers},
+                held,
             )
         state.touched = {}
         return index.minimal  # the index's own: read it, do not change it

@@ -4,9 +4,11 @@ A projection fact p of a holder view *gives* the cover Π_{ID,P} w(p) when its c
 value and its capped sensitive set fewer than k (:mod:`.association_covers`). The minimal covers are the
 covers no smaller cover of the same identifier value contains. Recomputing them groups every capped set
 whole; under arrivals only the projection facts a batch's joins reached can change what they give, so the
-index keeps, per (holder, identifier, sensitive), what each projection fact gives, per cover how many
-projection facts of each holder give it, and per identifier value its covers: a batch costs the projection
-facts it touched and the minimality of their values. A withdrawal, or a view's first rows, rebuild it.
+index keeps, per (holder, identifier, sensitive), what each projection fact gives (arrays by position, read
+from what the facts' sets hold: :mod:`.held_values`), per cover how many projection facts of each holder
+give it, and per identifier value its covers: a batch costs array lookups at the projection facts it
+touched, a count of those whose cover changed, and the minimality of their values. A withdrawal, or a
+view's first rows, rebuild it.
 """
 
 from __future__ import annotations
@@ -19,21 +21,41 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from streamdetect.checks.k_anonymity.held_values import HeldValues, ranks
+
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
 CoverCodes = tuple[str, str, int, frozenset[int]]
 #: (holder view, identifier attribute, sensitive attribute)
 Giver = tuple[str, str, str]
-_ID = "\0id"
-_VALUES = "\0values"
-_COUNT = "\0n"
 #: Versions of the minimal covers, unique across indexes (a rebuilt index never repeats one).
 _VERSIONS = itertools.count()
 
 
-def _tally(given: pl.DataFrame) -> Iterable[tuple[int, frozenset[int], int]]:
-    """(identifier code, value codes, how many projection facts give it) per distinct cover of ``given``."""
-    for code, codes, count in given.group_by(_ID, _VALUES).len(_COUNT).iter_rows():
-        yield code, frozenset(codes), count
+#: Per (holder, identifier, sensitive, target) set, what each of its projection facts holds.
+Held = Callable[[tuple[str, str, str, str]], HeldValues]
+#: The identifier code of a projection fact that gives no cover (codes are non-negative).
+_NONE = -1
+
+
+@dataclass
+class Gifts:
+    """Per projection fact of a giver's holder (by position), the cover it gives: the identifier value's
+    code (:data:`_NONE` when it gives none) and a row of the sensitive values' codes, sorted, padded with
+    :data:`_NONE` to k - 1."""
+
+    ids: np.ndarray[Any, Any]
+    values: np.ndarray[Any, Any]
+
+    @classmethod
+    def empty(cls, k: int) -> Gifts:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros((0, k - 1), dtype=np.int64))
+
+    def reach(self, height: int) -> None:
+        """Make room for positions below ``height`` (new ones give nothing)."""
+        missing = height - len(self.ids)
+        if missing > 0:
+            self.ids = np.concatenate([self.ids, np.full(missing, _NONE, dtype=np.int64)])
+            self.values = np.concatenate([self.values, np.full((missing, self.values.shape[1]), _NONE, np.int64)])
 
 
 @dataclass
@@ -45,7 +67,7 @@ class CoverIndex:
     pf: str
     #: The (holder, identifier, sensitive) triples indexed, in the state's released views.
     givers: tuple[Giver, ...]
-    given: dict[Giver, pl.DataFrame] = field(default_factory=dict)
+    gifts: dict[Giver, Gifts] = field(default_factory=dict)
     counts: dict[CoverCodes, dict[str, int]] = field(default_factory=dict)
     covers: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     minimal: dict[CoverCodes, frozenset[str]] = field(default_factory=dict)
@@ -53,107 +75,122 @@ class CoverIndex:
     kept: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     #: Changes whenever ``minimal`` does (a cover or its holders): equal versions, equal minimal covers.
     version: int = field(default_factory=lambda: next(_VERSIONS))
-    #: Per giver, its ``given`` frame with the PF and identifier columns in numpy (while it is that frame).
-    _arrays: dict[Giver, tuple[pl.DataFrame, Any, Any]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
-        cls, sets: Mapping[tuple[str, str, str, str], pl.DataFrame], givers: Sequence[Giver], k: int, pf: str
+        cls,
+        sets: Mapping[tuple[str, str, str, str], pl.DataFrame],
+        givers: Sequence[Giver],
+        k: int,
+        pf: str,
+        held: Held | None = None,
     ) -> CoverIndex:
-        """The index of every projection fact of ``sets`` (keyed (holder, identifier, sensitive, target))."""
+        """The index of every projection fact of ``sets`` (keyed (holder, identifier, sensitive, target));
+        ``held``: what the sets' projection facts hold, when kept beside them (made from the sets if not)."""
         index = cls(k, pf, tuple(givers))
         touched = set()
         for giver in givers:
-            frames = index._frames(sets, giver)
-            if frames is None:
+            found = index._held(sets, giver, held)
+            if found is None:
                 continue
-            given = index._given(frames, (giver[1], giver[2]), None)
-            index.given[giver] = given
-            touched |= index._count(giver, given, 1)
+            positions = np.arange(max(len(found[0].counts), len(found[1].counts)), dtype=np.int64)
+            gifts = index.gifts[giver] = Gifts.empty(k)
+            gifts.reach(len(positions))
+            given = index._given(*found, positions)
+            gifts.ids[positions], gifts.values[positions] = given
+            touched |= index._count(giver, *given, 1)
         index._minimise(touched)
         return index
 
     def refresh(
         self,
         sets: Mapping[tuple[str, str, str, str], pl.DataFrame],
-        touched: Mapping[Giver, pl.Series],
-        eligible: Callable[[Giver, pl.Series], pl.Series] | None = None,
+        touched: Mapping[Giver, np.ndarray[Any, Any]],
+        held: Held | None = None,
     ) -> None:
         """Bring the index up to ``sets`` after a batch whose joins reached the projection facts
-        ``touched`` (per giver; a superset of those whose sets grew). ``eligible(giver, pfs)``, when given,
-        keeps those of ``pfs`` whose set sizes let them give a cover (one identifier value, fewer than k
-        sensitive ones): only those are read from the sets, and only those that gave one are taken back."""
+        ``touched`` (positions per giver; a superset of those whose sets grew): only the facts whose cover
+        changed are counted again, by array lookups in what they hold (``held``, as for :meth:`build`)."""
         values: set[tuple[str, str, int]] = set()
         for giver, reached in touched.items():
-            frames = self._frames(sets, giver)
-            if frames is None:
+            found = self._held(sets, giver, held)
+            if found is None:
                 continue
-            pfs = reached.unique()
-            before = self.given.get(giver)
-            if before is not None:
-                gone = before.join(pfs.to_frame(self.pf), on=self.pf, how="semi")
-                if gone.height:
-                    values |= self._count(giver, gone, -1)
-                    before = before.join(gone.select(self.pf), on=self.pf, how="anti")
-            candidates = eligible(giver, pfs) if eligible is not None else pfs
-            now = self._given(frames, (giver[1], giver[2]), candidates.to_frame(self.pf)) if candidates.len() else None
-            if now is not None and now.height:
-                values |= self._count(giver, now, 1)
-                before = now if before is None else pl.concat([before, now], rechunk=False)
-            if before is not None:
-                self.given[giver] = before
+            positions = np.unique(reached).astype(np.int64, copy=False)
+            if not positions.size:
+                continue
+            gifts = self.gifts.setdefault(giver, Gifts.empty(self.k))
+            gifts.reach(int(positions[-1]) + 1)
+            ids, rows = self._given(*found, positions)
+            changed = (gifts.ids[positions] != ids) | (gifts.values[positions] != rows).any(axis=1)
+            if not changed.any():
+                continue
+            at = positions[changed]
+            values |= self._count(giver, gifts.ids[at], gifts.values[at], -1)
+            values |= self._count(giver, ids[changed], rows[changed], 1)
+            gifts.ids[at], gifts.values[at] = ids[changed], rows[changed]
         self._minimise(values)
 
     def givers_of(self, codes: Mapping[tuple[str, str], Collection[int]]) -> dict[Giver, np.ndarray[Any, Any]]:
         """Per giver, the positions of the projection facts that give a cover of one of the identifier
         values ``codes`` (per (identifier, sensitive) pair)."""
         found = {}
-        for giver, given in self.given.items():
+        for giver, gifts in self.gifts.items():
             wanted = codes.get((giver[1], giver[2]))
             if wanted:
-                arrays = self._arrays.get(giver)
-                if arrays is None or arrays[0] is not given:
-                    arrays = self._arrays[giver] = (
-                        given,
-                        given.get_column(self.pf).to_numpy(),
-                        given.get_column(_ID).to_numpy(),
-                    )
-                _, positions, ids = arrays
-                found[giver] = positions[np.isin(ids, np.fromiter(wanted, dtype=ids.dtype, count=len(wanted)))]
+                chosen = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
+                found[giver] = np.flatnonzero(np.isin(gifts.ids, chosen))
         return found
 
-    def _given(
-        self, frames: tuple[pl.DataFrame, pl.DataFrame], pair: tuple[str, str], only: pl.DataFrame | None
-    ) -> pl.DataFrame:
-        """Per projection fact (of ``only``, or all) that gives a cover: its identifier code and sorted value
-        codes."""
-        ids, values = frames
-        identifier, sensitive = pair
-        pf, k = self.pf, self.k
-        if only is not None:
-            ids = ids.join(only, on=pf, how="semi")
-            values = values.join(only, on=pf, how="semi")
-        single = (
-            ids.group_by(pf)
-            .agg(pl.col(identifier).first().alias(_ID), pl.len().alias(_COUNT))
-            .filter(pl.col(_COUNT) == 1)
+    def _held(
+        self, sets: Mapping[tuple[str, str, str, str], pl.DataFrame], giver: Giver, held: Held | None
+    ) -> tuple[HeldValues, HeldValues, pl.DataFrame] | None:
+        """What the giver's projection facts hold in their identifier and sensitive sets, and the sensitive
+        set (None: no sets)."""
+        holder, identifier, sensitive = giver
+        keys = ((holder, identifier, sensitive, identifier), (holder, identifier, sensitive, sensitive))
+        if any(key not in sets for key in keys):
+            return None
+        if held is not None:
+            return held(keys[0]), held(keys[1]), sets[keys[1]]
+        frames = [sets[key] for key in keys]
+        height = max(
+            (int(frame.get_column(self.pf).to_numpy().max()) + 1 for frame in frames if frame.height), default=0
         )
-        small = values.group_by(pf).agg(pl.col(sensitive).sort().alias(_VALUES)).filter(pl.col(_VALUES).list.len() < k)
-        return single.join(small, on=pf).select(pf, _ID, _VALUES)
+        first = HeldValues.of(frames[0], self.pf, identifier, 2, height)
+        return first, HeldValues.of(frames[1], self.pf, sensitive, self.k, height), frames[1]
 
-    def _frames(
-        self, sets: Mapping[tuple[str, str, str, str], pl.DataFrame], giver: Giver
-    ) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-        holder, identifier, sensitive = giver
-        ids = sets.get((holder, identifier, sensitive, identifier))
-        values = sets.get((holder, identifier, sensitive, sensitive))
-        return None if ids is None or values is None else (ids, values)
+    def _given(
+        self, ids: HeldValues, values: HeldValues, frame: pl.DataFrame, positions: np.ndarray[Any, Any]
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """What the projection facts at ``positions`` give: per fact, the identifier code (:data:`_NONE`:
+        no cover, its set having no value or two, or its sensitive set none or k) and its sensitive codes
+        sorted and padded."""
+        k = self.k
+        held = values.counts[positions] if positions.size else np.zeros(0, dtype=np.int64)
+        ok = (ids.counts[positions] == 1) & (held > 0) & (held < k)
+        codes = np.where(ok, _column(ids, positions, 0), _NONE)
+        if values.values is not None:
+            rows = np.sort(values.values[positions, : k - 1], axis=1)
+        else:  # k above the matrices' cap: the values from the set
+            rows = _rows(frame, self.pf, positions, k - 1)
+        rows[~ok] = _NONE
+        return codes, rows
 
-    def _count(self, giver: Giver, given: pl.DataFrame, sign: int) -> set[tuple[str, str, int]]:
-        """Add (``sign`` 1) or take away (-1) what ``given`` gives; the identifier values it concerns."""
+    def _count(
+        self, giver: Giver, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], sign: int
+    ) -> set[tuple[str, str, int]]:
+        """Add (``sign`` 1) or take away (-1) the covers the facts give (identifier codes ``ids``, sensitive
+        rows ``rows``; :data:`_NONE`: none); the identifier values they concern."""
         holder, identifier, sensitive = giver
-        values = set()
-        for code, codes, count in _tally(given):
+        values: set[tuple[str, str, int]] = set()
+        giving = ids != _NONE
+        if not giving.any():
+            return values
+        keys = np.column_stack([ids[giving], rows[giving]])
+        distinct, tally = np.unique(keys, axis=0, return_counts=True)
+        for key, count in zip(distinct.tolist(), tally.tolist(), strict=True):
+            code, codes = key[0], frozenset(c for c in key[1:] if c != _NONE)
             cover = (identifier, sensitive, code, codes)
             per_holder = self.counts.setdefault(cover, {})
             left = per_holder.get(holder, 0) + sign * count
@@ -192,3 +229,26 @@ class CoverIndex:
             self.kept[value] = kept
         if changed:
             self.version = next(_VERSIONS)
+
+
+def _column(held: HeldValues, positions: np.ndarray[Any, Any], column: int) -> np.ndarray[Any, Any]:
+    """The ``column``-th value each fact at ``positions`` holds (:data:`_NONE` past its count)."""
+    assert held.values is not None
+    chosen: np.ndarray[Any, Any] = held.values[positions, column]
+    return chosen
+
+
+def _rows(frame: pl.DataFrame, pf: str, positions: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    """Per fact at ``positions`` (ascending), its first ``width`` values in the set ``frame`` (pf, target),
+    sorted, :data:`_NONE` for the slots it has no value for (first)."""
+    target = next(column for column in frame.columns if column != pf)
+    chosen = frame.filter(pl.col(pf).is_in(pl.Series(positions, dtype=frame.schema[pf])))
+    facts = chosen.get_column(pf).to_numpy().astype(np.int64)
+    codes = chosen.get_column(target).to_numpy().astype(np.int64)
+    order = np.lexsort((codes, facts))
+    facts, codes = facts[order], codes[order]
+    rank = ranks(facts)
+    room = rank < width
+    rows = np.full((len(positions), width), _NONE, dtype=np.int64)
+    rows[np.searchsorted(positions, facts[room]), rank[room]] = codes[room]
+    return np.sort(rows, axis=1)

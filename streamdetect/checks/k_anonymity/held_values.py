@@ -42,7 +42,7 @@ class HeldValues:
         values = np.full((height, cap), _EMPTY, dtype=np.int64)
         if positions.size:
             order = np.argsort(positions, kind="stable")
-            values[positions[order], _ranks(positions[order])] = codes[order]
+            values[positions[order], ranks(positions[order])] = codes[order]
         return cls(counts, values)
 
     def extend(self, height: int) -> None:
@@ -67,7 +67,7 @@ class HeldValues:
         if not candidates.size:
             return candidates
         order = candidates[np.argsort(positions[candidates], kind="stable")]
-        slots = self.counts[positions[order]] + _ranks(positions[order])
+        slots = self.counts[positions[order]] + ranks(positions[order])
         taken = order[slots < cap]
         self.values[positions[taken], slots[slots < cap]] = codes[taken]
         np.add.at(self.counts, positions[taken], 1)
@@ -78,7 +78,7 @@ class HeldValues:
         np.add.at(self.counts, positions.astype(np.int64, copy=False), 1)
 
 
-def _ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """For positions sorted (equal ones together), each one's rank among its equals: 0, 1, ..."""
     index = np.arange(sorted_positions.size)
     starts = np.ones(sorted_positions.size, dtype=bool)
