@@ -131,6 +131,37 @@ def test_forcing_views_follow_a_subset_whose_covers_change_alone() -> None:
     }
 
 
+def test_a_subset_state_stays_while_its_views_do_not_change() -> None:
+    """A kept subset state is dropped after searches that did not ask for it although its views changed,
+    not after searches on batches of other views (they ask nothing of what it settled). v0 and v1 give
+    A = 1 and B = 1 the cover C = {1}; v2 publishes E values alone, more batches than the searches a state
+    may stay unasked, and the states stay; searches on batches of v0 that do not ask for them age those
+    holding v0."""
+    case = {"views": {"v0": ("A", "B"), "v1": ("B", "C"), "v2": ("E",)}, "k": 2}
+    topology = _topology(case)
+    detector = Detector(topology)
+    first = {"v0": [{"A": 1, "B": 1}], "v1": [{"B": 1, "C": 1}], "v2": [{"E": 0}]}
+    with patch.object(join_search, "TARGETED_COVERS", 0):  # every subset asked keeps a state
+        detector.update(Batch(views=_frames(case, first)))
+        state = detector.states["k-anonymity"]
+        kept = set(state.subsets)
+        assert any(subset == {"v0", "v1"} for subset, _ in kept)
+        for value in range(1, join_search.IDLE_SEARCHES + 3):
+            detector.update(Batch(views=_frames(case, {"v2": [{"E": value}]})))
+        assert set(state.subsets) == kept
+    assert {(f.identifier_value, f.sensitive_values, f.views) for f in detector.findings()} == {
+        (1, (1,), ("v0", "v1")),
+        (1, (1,), ("v1",)),
+    }
+    # Searches whose batches changed {v0, v1} and did not ask for it: it goes after IDLE_SEARCHES of them.
+    for _ in range(join_search.IDLE_SEARCHES):
+        join_search.JoinSearch._age(state, set(), frozenset({"v0"}))
+    assert set(state.subsets) == kept
+    join_search.JoinSearch._age(state, set(), frozenset({"v0"}))
+    assert not any(subset == {"v0", "v1"} for subset, _ in state.subsets)
+    assert any(subset == {"v1"} for subset, _ in state.subsets)
+
+
 @pytest.mark.parametrize("targeted", [0, join_search.TARGETED_COVERS], ids=["kept-subset-states", "targeted-runs"])
 def test_a_subset_finds_a_cover_through_facts_that_join_nothing_over_all_the_views(targeted: int) -> None:
     """Over all the views, (A=1, C={1}) is given by v0's (1, 1) and the other views' facts; v0's (1, 2)

@@ -35,7 +35,8 @@ from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
-#: Searches in a row that may leave a subset's state unasked before it is dropped (its rows pile up).
+#: Searches in a row that may leave a subset's state unasked, its views changed, before it is dropped (its
+#: rows pile up).
 IDLE_SEARCHES = 16
 #: A subset state's key: the views, and the (identifier, sensitive) pairs it answers for.
 SubsetKey = tuple[frozenset[str], frozenset[tuple[str, str]]]
@@ -103,7 +104,7 @@ class SubsetState:
     state: AssociationCoverState
     #: Per batch since the last catch-up, per view, the rows that became present and their positions.
     pending: list[tuple[str, pl.DataFrame, pl.Series]] = field(default_factory=list)
-    #: Searches in a row that did not ask for it.
+    #: Searches in a row that did not ask for it although its views had changed.
     idle: int = 0
 
     def covers(self) -> Mapping[CoverCodes, frozenset[str]]:
@@ -194,7 +195,7 @@ class JoinSearch:
         # The views whose facts give each cover (frozen sets, the index's own): tried first.
         search = ForcingSearch(order, asks.finds, asks.releases)
         settled = search.run(full, last.settled if last is not None else None, changed)
-        self._age(state, set(asks.asked))
+        self._age(state, set(asks.asked), frozenset(changed))
         findings = method.result(state, covers=full, views=settled.views, since=settled.asked if last else None)
         state.search = Search(state.index.version, rows, settled, asks.asked, findings, asks.reduced)
         return findings
@@ -252,13 +253,20 @@ class JoinSearch:
         return {cover for cover in wanted if cover in found}
 
     @staticmethod
-    def _age(state: AssociationCoverState, asked: set[SubsetKey]) -> None:
-        """Count the searches that did not ask for each subset state; drop those idle too long, and the
-        answers of subsets this search did not run for covers alone."""
+    def _age(state: AssociationCoverState, asked: set[SubsetKey], changed: frozenset[str]) -> None:
+        """Count, per subset state, the searches that did not ask for it although its views had changed
+        (a search asks only the covers whose candidates changed: one whose views did not change says
+        nothing of it); drop those idle too long, and the answers of subsets whose views changed and that
+        this search did not run for covers alone (those of the others still hold)."""
         subsets = {subset for subset, _ in asked}
-        state.answers = {subset: answers for subset, answers in state.answers.items() if subset in subsets}
+        state.answers = {
+            subset: answers for subset, answers in state.answers.items() if subset in subsets or not subset & changed
+        }
         for key, subset in list(state.subsets.items()):
-            subset.idle = 0 if key in asked else subset.idle + 1
+            if key in asked:
+                subset.idle = 0
+            elif key[0] & changed:
+                subset.idle += 1
             if subset.idle > IDLE_SEARCHES:
                 del state.subsets[key]
 
