@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from streamdetect.checks.k_anonymity.held_values import HeldValues, ranks
+from streamdetect.relational.code_arrays import row_keys
 
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
 CoverCodes = tuple[str, str, int, frozenset[int]]
@@ -98,7 +99,7 @@ class CoverIndex:
             gifts.reach(len(positions))
             given = index._given(*found, positions)
             gifts.ids[positions], gifts.values[positions] = given
-            touched |= index._count(giver, *given, 1)
+            touched |= index._count(giver, *given, np.ones(len(positions), dtype=np.int64))
         index._minimise(touched)
         return index
 
@@ -126,8 +127,10 @@ class CoverIndex:
             if not changed.any():
                 continue
             at = positions[changed]
-            values |= self._count(giver, gifts.ids[at], gifts.values[at], -1)
-            values |= self._count(giver, ids[changed], rows[changed], 1)
+            # What the facts gave taken away and what they give added, in one count (net per cover).
+            signs = np.repeat(np.array([-1, 1], dtype=np.int64), len(at))
+            both = np.concatenate([gifts.ids[at], ids[changed]]), np.concatenate([gifts.values[at], rows[changed]])
+            values |= self._count(giver, *both, signs)
             gifts.ids[at], gifts.values[at] = ids[changed], rows[changed]
         self._minimise(values)
 
@@ -178,22 +181,28 @@ class CoverIndex:
         return codes, rows
 
     def _count(
-        self, giver: Giver, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], sign: int
+        self, giver: Giver, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], signs: np.ndarray[Any, Any]
     ) -> set[tuple[str, str, int]]:
-        """Add (``sign`` 1) or take away (-1) the covers the facts give (identifier codes ``ids``, sensitive
-        rows ``rows``; :data:`_NONE`: none); the identifier values they concern."""
+        """Add (``signs`` 1) or take away (-1) the covers the facts give (identifier codes ``ids``, sensitive
+        rows ``rows``; :data:`_NONE`: none), one net count per distinct cover; the identifier values whose
+        covers' counts changed."""
         holder, identifier, sensitive = giver
         values: set[tuple[str, str, int]] = set()
         giving = ids != _NONE
         if not giving.any():
             return values
         keys = np.column_stack([ids[giving], rows[giving]])
-        distinct, tally = np.unique(keys, axis=0, return_counts=True)
-        for key, count in zip(distinct.tolist(), tally.tolist(), strict=True):
+        # One integer per distinct row (codes shifted past _NONE), then a 1-D unique: np.unique over rows
+        # sorts a structured view, several times slower.
+        packed = row_keys([column + 1 for column in keys.T])
+        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+        net = np.bincount(inverse.reshape(-1), weights=signs[giving], minlength=len(first)).astype(np.int64)
+        moved = np.flatnonzero(net)
+        for key, count in zip(keys[first[moved]].tolist(), net[moved].tolist(), strict=True):
             code, codes = key[0], frozenset(c for c in key[1:] if c != _NONE)
             cover = (identifier, sensitive, code, codes)
             per_holder = self.counts.setdefault(cover, {})
-            left = per_holder.get(holder, 0) + sign * count
+            left = per_holder.get(holder, 0) + count
             if left:
                 per_holder[holder] = left
             else:
