@@ -82,31 +82,19 @@ class AssociationCoverState:
     #: The stored views' projections and the capped forms kept with them (:mod:`.kept_relations`; not
     #: serialized). Shared with the subset states, which share the rows.
     kept: KeptRelations = field(default_factory=KeptRelations, compare=False, repr=False)
-    #: The findings of the last result, by cover and views, the views per cover they were made for, and
-    #: their sorted list (not serialized): the next result looks only at the covers whose views changed,
-    #: and returns the same list when none did.
+    #: The findings of the last result, by cover and views, the views per cover they were made for (the
+    #: caller's mapping when it named them), and their sorted list (not serialized): the next result looks
+    #: only at the covers whose views changed, and returns the same list when none did.
     reported: dict[tuple[CoverCodes, tuple[str, ...]], tuple[AssociationCoverFinding, Any]] = field(
         default_factory=dict, compare=False, repr=False
     )
-    reported_from: dict[CoverCodes, frozenset[str]] | None = field(default=None, compare=False, repr=False)
+    reported_from: Mapping[CoverCodes, frozenset[str]] | None = field(default=None, compare=False, repr=False)
     listed: list[AssociationCoverFinding] | None = field(default=None, compare=False, repr=False)
     listed_order: list[Any] = field(default_factory=list, compare=False, repr=False)
     #: The last result's list before it, and the findings it raised and cleared (not serialized).
     listed_changes: tuple[list[AssociationCoverFinding] | None, Delta[AssociationCoverFinding]] | None = field(
         default=None, compare=False, repr=False
     )
-
-    def changes(
-        self, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
-    ) -> Delta[AssociationCoverFinding]:
-        """The findings raised and cleared from ``before`` to ``after``: those the last result changed when
-        it went from one to the other (no pass over every finding), their diff otherwise."""
-        if before is after:
-            return Delta(raised=(), cleared=())
-        kept = self.listed_changes
-        if kept is not None and kept[0] is before and self.listed is after:
-            return kept[1]
-        return diff(before, after)
 
     #: States of the check over subsets of the views for some (identifier, sensitive) pairs (the
     #: forcing-view search's: ``join_search.SubsetState``), sharing ``seen`` and grown by its rows when asked.
@@ -123,6 +111,18 @@ class AssociationCoverState:
     #: Elimination orders of the delta joins, per (set, changed view, size classes of the relations): a
     #: batch replays them instead of estimating again (not serialized).
     plans: dict[tuple[SetKey, str, tuple[int, ...]], Plan] = field(default_factory=dict, compare=False, repr=False)
+
+    def changes(
+        self, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
+    ) -> Delta[AssociationCoverFinding]:
+        """The findings raised and cleared from ``before`` to ``after``: those the last result changed when
+        it went from one to the other (no pass over every finding), their diff otherwise."""
+        if before is after:
+            return Delta(raised=(), cleared=())
+        kept = self.listed_changes
+        if kept is not None and kept[0] is before and self.listed is after:
+            return kept[1]
+        return diff(before, after)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -491,8 +491,8 @@ class AssociationCoverCheck:
 
         ``covers``: :meth:`minimal_cover_codes` of ``state`` when the caller has it already. ``views``
         names, per cover, the views to report (a minimal forcing set); by default the views whose
-        projection facts give the cover. ``since``: the covers whose views may differ from those of the
-        last result (with ``views``; None: any cover).
+        projection facts give the cover; kept as the last result's, so not changed after. ``since``: the
+        covers whose views may differ from those of the last result (with ``views``; None: any cover).
         """
         found = covers if covers is not None else self.minimal_cover_codes(state)
         chosen = views if views is not None else found
@@ -547,7 +547,8 @@ class AssociationCoverCheck:
             )
             entry = shown[(cover, names)] = (finding, _order(finding))  # the sort key computed once per finding
             added.append(entry)
-        state.reported, state.reported_from = shown, dict(chosen)
+        # The index's mapping changes with the state: copied; the caller's views are kept as they are.
+        state.reported, state.reported_from = shown, (views if views is not None else dict(found))
         # From the last list to this one (in sort order, as a diff gives them), when only those changed.
         state.listed_changes = (
             (state.listed, Delta(raised=_in_order(added), cleared=_in_order(removed))) if last is not None else None

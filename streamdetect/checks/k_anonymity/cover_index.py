@@ -120,7 +120,9 @@ class CoverIndex:
             positions = np.unique(reached).astype(np.int64, copy=False)
             if not positions.size:
                 continue
-            gifts = self.gifts.setdefault(giver, Gifts.empty(self.k))
+            gifts = self.gifts.get(giver)
+            if gifts is None:
+                gifts = self.gifts[giver] = Gifts.empty(self.k)
             gifts.reach(int(positions[-1]) + 1)
             ids, rows = self._given(*found, positions)
             changed = (gifts.ids[positions] != ids) | (gifts.values[positions] != rows).any(axis=1)
@@ -170,7 +172,7 @@ class CoverIndex:
         no cover, its set having no value or two, or its sensitive set none or k) and its sensitive codes
         sorted and padded."""
         k = self.k
-        held = values.counts[positions] if positions.size else np.zeros(0, dtype=np.int64)
+        held = values.counts[positions]
         ok = (ids.counts[positions] == 1) & (held > 0) & (held < k)
         codes = np.where(ok, _column(ids, positions, 0), _NONE)
         if values.values is not None:

@@ -181,11 +181,11 @@ class JoinSearch:
         last: Search | None = state.search
         if last is not None and last.version == state.index.version and last.rows == rows:
             return last.findings
-        changed = [
-            view.name
-            for view, now, then in zip(topology.views, rows, last.rows if last is not None else rows, strict=True)
-            if last is None or now != then
-        ]
+        if last is None:
+            changed = [view.name for view in topology.views]
+        else:
+            moved = zip(topology.views, rows, last.rows, strict=True)
+            changed = [view.name for view, now, then in moved if now != then]
 
         # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
         # it is asked again next batch); states the searches stop asking for are dropped.
@@ -196,7 +196,10 @@ class JoinSearch:
         search = ForcingSearch(order, asks.finds, asks.releases)
         settled = search.run(full, last.settled if last is not None else None, changed)
         self._age(state, set(asks.asked), frozenset(changed))
-        findings = method.result(state, covers=full, views=settled.views, since=settled.asked if last else None)
+        # Only the covers it asked can have other views than the last result's, when that result was this
+        # search's last answer (and not, say, a result over every cover's holders).
+        resumed = last is not None and state.reported_from is last.settled.views
+        findings = method.result(state, covers=full, views=settled.views, since=settled.asked if resumed else None)
         state.search = Search(state.index.version, rows, settled, asks.asked, findings, asks.reduced)
         return findings
 
