@@ -70,10 +70,14 @@ def searches(draw: st.DrawFn) -> dict[str, Any]:
     after = {subset: redrawn[subset] if subset & changed else before[subset] for subset in subsets}
     hints = {key: draw(hint) for key in keys}
     hints_after = {key: hints[key] if key in hints and draw(st.booleans()) else draw(hint) for key in later}
+    # What the caller says may have moved: every key new, gone or with another hint, and some that did not.
+    moved = {key for key in set(hints) | set(hints_after) if hints.get(key) != hints_after.get(key)}
+    moved |= draw(st.sets(st.sampled_from(range(12))))
     return {
         "hints": (hints, hints_after),
         "answers": (before, after),
         "changed": changed,
+        "moved": moved,
         "max_runs": draw(st.sampled_from([3, MAX_RUNS])),
         "releases": {
             key: (frozenset(draw(st.sets(st.sampled_from(VIEWS), min_size=1))), frozenset(VIEWS)) for key in range(12)
@@ -97,8 +101,15 @@ def test_a_search_from_the_last_one_ends_where_a_fresh_search_ends(case: dict[st
         return ForcingSearch(VIEWS, finds, case["releases"].__getitem__, max_runs=case["max_runs"])
 
     last = search(before).run(hints)
+    kept = {place: set(keys) for place, keys in last.members.items()}
     assert last.views == search(before).run(hints).views
     resumed = search(after).run(hints_after, last, case["changed"])
     fresh = search(after).run(hints_after)
     assert resumed.views == fresh.views
+    assert resumed.left == set(hints) - set(hints_after)
+    # Told which keys may have moved, it need not compare the hints, and ends in the same place.
+    told = search(after).run(hints_after, last, case["changed"], case["moved"])
+    assert told.views == fresh.views
+    assert told.left == resumed.left
+    assert last.members == kept  # the last answer stays as it was (a stream may read it again)
     event("some key kept its set" if len(resumed.asked) < len(hints_after) else "every key asked again")

@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.k_anonymity import held_values, join_search
+from streamdetect.checks.k_anonymity import cover_index, held_values, join_search
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck
+from streamdetect.checks.k_anonymity.cover_index import CoverIndex
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.detector import Detector
 from streamdetect.model.batch import Batch
@@ -59,25 +60,47 @@ def _frames(case: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict
     }
 
 
+_minimise = CoverIndex._minimise
+
+
+def _logged_minimise(index: CoverIndex, values: Any) -> None:
+    """The index's minimisation, checked: every cover whose entry changed is in the log's last entry, and
+    the version moves exactly when some entry did (the search reads the log instead of the covers)."""
+    before, version = dict(index.minimal), index.version
+    _minimise(index, values)
+    differ = {cover for cover in before.keys() | index.minimal.keys() if before.get(cover) != index.minimal.get(cover)}
+    assert (index.version != version) == bool(differ)
+    if differ:
+        moved = index.moved_since(version)
+        if cover_index.LOGGED_VERSIONS:
+            assert moved is not None
+            assert differ <= moved
+        else:
+            assert moved is None  # no log: the search compares the covers
+    pairs = {(identifier, sensitive) for identifier, sensitive, _, _ in index.minimal}
+    assert index.pairs() == pairs
+
+
 @pytest.mark.parametrize(
-    ("targeted", "settling", "matrices"),
+    ("targeted", "settling", "matrices", "logged"),
     [
-        (0, join_search.SETTLING_COVERS, held_values.MATRIX_CAP),
-        (join_search.TARGETED_COVERS, 10**9, held_values.MATRIX_CAP),
-        (join_search.TARGETED_COVERS, 1, held_values.MATRIX_CAP),
-        (join_search.TARGETED_COVERS, join_search.SETTLING_COVERS, 2),
+        (0, join_search.SETTLING_COVERS, held_values.MATRIX_CAP, cover_index.LOGGED_VERSIONS),
+        (join_search.TARGETED_COVERS, 10**9, held_values.MATRIX_CAP, cover_index.LOGGED_VERSIONS),
+        (join_search.TARGETED_COVERS, 1, held_values.MATRIX_CAP, cover_index.LOGGED_VERSIONS),
+        (join_search.TARGETED_COVERS, join_search.SETTLING_COVERS, 2, 0),
     ],
-    ids=["kept-subset-states", "targeted-runs", "kept-once-settling", "values-read-from-the-sets"],
+    ids=["kept-subset-states", "targeted-runs", "kept-once-settling", "values-read-from-the-sets-no-log"],
 )
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=publications(), rng=st.randoms(use_true_random=False))
 def test_every_batch_gives_the_findings_of_a_fresh_check(
-    case: dict[str, Any], rng: random.Random, targeted: int, settling: int, matrices: int
+    case: dict[str, Any], rng: random.Random, targeted: int, settling: int, matrices: int, logged: int
 ) -> None:
     """Every way the forcing-view search runs a subset of the views on the stream: a state kept and grown
     (many covers asked), a run for the covers asked alone (few), or a state kept from the search after one
     in which such a run found covers; the fresh check runs the default way (on these few covers, the
-    second)."""
+    second). The cover index's log of changed covers checked at every change, and once left empty (the
+    search then compares the covers whole)."""
     topology = _topology(case)
     detector = Detector(topology)
     live: dict[str, Any] = {}  # the raised and cleared findings folded, as a consumer of the stream does
@@ -86,6 +109,8 @@ def test_every_batch_gives_the_findings_of_a_fresh_check(
             patch.object(join_search, "TARGETED_COVERS", targeted),
             patch.object(join_search, "SETTLING_COVERS", settling),
             patch.object(held_values, "MATRIX_CAP", matrices),
+            patch.object(cover_index, "LOGGED_VERSIONS", logged),
+            patch.object(CoverIndex, "_minimise", _logged_minimise),
         ):
             delta = detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
         for finding in delta.cleared:

@@ -492,7 +492,8 @@ class AssociationCoverCheck:
         ``covers``: :meth:`minimal_cover_codes` of ``state`` when the caller has it already. ``views``
         names, per cover, the views to report (a minimal forcing set); by default the views whose
         projection facts give the cover; kept as the last result's, so not changed after. ``since``: the
-        covers whose views may differ from those of the last result (with ``views``; None: any cover).
+        covers whose views may differ from those of the last result, those it had and ``views`` has not
+        included (with ``views``; None: any cover).
         """
         found = covers if covers is not None else self.minimal_cover_codes(state)
         chosen = views if views is not None else found
@@ -580,13 +581,12 @@ def _changed(
     since: Collection[CoverCodes] | None,
 ) -> tuple[Iterable[tuple[CoverCodes, frozenset[str]]], Iterable[tuple[CoverCodes, frozenset[str]]]]:
     """The covers with their views in ``chosen`` and not in ``last``, and the reverse; looking only at the
-    covers ``since`` (and those ``chosen`` no longer has) when given."""
+    covers ``since`` when given (every cover whose views may differ, those gone from ``chosen`` included)."""
     if since is None:
         return chosen.items() - last.items(), last.items() - chosen.items()
     differ = [cover for cover in since if chosen.get(cover) != last.get(cover)]
     items = [(cover, chosen[cover]) for cover in differ if cover in chosen]
     gone = [(cover, last[cover]) for cover in differ if cover in last]
-    gone.extend((cover, last[cover]) for cover in last.keys() - chosen.keys() if cover not in since)
     return items, gone
 
 

@@ -36,6 +36,8 @@ _VERSIONS = itertools.count()
 Held = Callable[[tuple[str, str, str, str]], HeldValues]
 #: The identifier code of a projection fact that gives no cover (codes are non-negative).
 _NONE = -1
+#: Versions of ``minimal`` whose changes an index keeps (:meth:`CoverIndex.moved_since`).
+LOGGED_VERSIONS = 32
 
 
 @dataclass
@@ -76,6 +78,11 @@ class CoverIndex:
     kept: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     #: Changes whenever ``minimal`` does (a cover or its holders): equal versions, equal minimal covers.
     version: int = field(default_factory=lambda: next(_VERSIONS))
+    #: Per (identifier, sensitive) pair, how many covers of it ``minimal`` holds.
+    per_pair: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: The last versions' changes: (version before, version after, the covers that entered ``minimal``,
+    #: left it or changed holders), oldest first, at most :data:`LOGGED_VERSIONS` (:meth:`moved_since`).
+    log: list[tuple[int, int, set[CoverCodes]]] = field(default_factory=list, repr=False)
 
     @classmethod
     def build(
@@ -101,6 +108,7 @@ class CoverIndex:
             gifts.ids[positions], gifts.values[positions] = given
             touched |= index._count(giver, *given, np.ones(len(positions), dtype=np.int64))
         index._minimise(touched)
+        index.log.clear()  # a new index: no version before it to tell changes from
         return index
 
     def refresh(
@@ -135,6 +143,21 @@ class CoverIndex:
             values |= self._count(giver, *both, signs)
             gifts.ids[at], gifts.values[at] = ids[changed], rows[changed]
         self._minimise(values)
+
+    def moved_since(self, version: int) -> set[CoverCodes] | None:
+        """The covers whose entry in ``minimal`` (present, absent, holders) may differ from what it was at
+        ``version``, an earlier version of this index; None when the log does not reach back to it (another
+        index's version, or too long ago): then compare the mappings."""
+        if version == self.version:
+            return set()
+        for at, (before, _, _) in enumerate(self.log):
+            if before == version:
+                return set().union(*(moved for _, _, moved in self.log[at:]))
+        return None
+
+    def pairs(self) -> frozenset[tuple[str, str]]:
+        """The (identifier, sensitive) pairs some minimal cover is of."""
+        return frozenset(pair for pair, count in self.per_pair.items() if count)
 
     def givers_of(self, codes: Mapping[tuple[str, str], Collection[int]]) -> dict[Giver, np.ndarray[Any, Any]]:
         """Per giver, the positions of the projection facts that give a cover of one of the identifier
@@ -220,26 +243,32 @@ class CoverIndex:
 
     def _minimise(self, values: Iterable[tuple[str, str, int]]) -> None:
         """The minimal covers of ``values`` again (a cover no smaller one of the same value contains)."""
-        changed = False
+        moved: set[CoverCodes] = set()
         for value in values:
             identifier, sensitive, code = value
             before = {
                 codes: self.minimal.pop((identifier, sensitive, code, codes)) for codes in self.kept.pop(value, ())
             }
             covers = self.covers.get(value)
-            if not covers:
-                self.covers.pop(value, None)
-                changed |= bool(before)
-                continue
-            kept = {codes for codes in covers if not any(other < codes for other in covers)}
+            kept = {codes for codes in covers if not any(other < codes for other in covers)} if covers else set()
             for codes in kept:
                 cover = (identifier, sensitive, code, codes)
                 holders = self.minimal[cover] = frozenset(self.counts[cover])
-                changed |= before.get(codes) != holders
-            changed |= len(kept) != len(before)
-            self.kept[value] = kept
-        if changed:
-            self.version = next(_VERSIONS)
+                if before.get(codes) != holders:
+                    moved.add(cover)
+            moved.update((identifier, sensitive, code, codes) for codes in before.keys() - kept)
+            if len(kept) != len(before):
+                pair = (identifier, sensitive)
+                self.per_pair[pair] = self.per_pair.get(pair, 0) + len(kept) - len(before)
+            if kept:
+                self.kept[value] = kept
+            else:
+                self.covers.pop(value, None)
+        if moved:
+            before_version, self.version = self.version, next(_VERSIONS)
+            self.log.append((before_version, self.version, moved))
+            if len(self.log) > LOGGED_VERSIONS:
+                del self.log[: len(self.log) - LOGGED_VERSIONS]
 
 
 def _column(held: HeldValues, positions: np.ndarray[Any, Any], column: int) -> np.ndarray[Any, Any]:

@@ -80,6 +80,8 @@ class Settled(Generic[K]):
     members: dict[Place, set[K]]
     asked: set[K]
     candidates: dict[Group, list[frozenset[str]]]
+    #: The last search's keys this one no longer has.
+    left: set[K] = field(default_factory=set)
 
 
 @dataclass
@@ -100,39 +102,42 @@ class ForcingSearch(Generic[K]):
     candidates: dict[Group, list[frozenset[str]]] = field(default_factory=dict)
 
     def run(
-        self, hints: Mapping[K, frozenset[str]], last: Settled[K] | None = None, changed: Collection[str] = ()
+        self,
+        hints: Mapping[K, frozenset[str]],
+        last: Settled[K] | None = None,
+        changed: Collection[str] = (),
+        moved: Collection[K] | None = None,
     ) -> Settled[K]:
         """A minimal forcing set per key of ``hints`` (its hint: views likely to force it).
 
         Given the ``last`` search's answer and the views whose rows ``changed`` since (a subset's answer
         depends on its views' rows alone), a key with the same hint keeps its set when no candidate up to it
         holds a changed view, and is asked again from the first candidate that does otherwise (those before
-        still do not find it). Set operations per place: the keys that keep their sets cost nothing each."""
+        still do not find it). Set operations per place: the keys that keep their sets cost nothing each.
+        ``moved``: the keys that may be new, gone or have another hint since ``last`` (any others have the
+        same hint), when the caller knows them: the hints are then not compared whole."""
         hints = dict(hints)  # the caller's mapping may change after the search
         position: dict[tuple[Group, int], set[K]] = {}
         members: dict[Place, set[K]] = {}
         fresh: Iterable[K] = hints
+        left: set[K] = set()
         if last is not None:
             self.candidates.update(last.candidates)
-            fresh = {key for key, _ in hints.items() - last.hints.items()}  # new, or with a new hint
-            stale = fresh | (last.hints.keys() - hints.keys())
-            touched = frozenset(changed)
-            for (group, index), keys in last.members.items():
-                kept = keys - stale if stale else keys
-                if not kept:
-                    continue
-                first = self._first_touched(group, index, touched)
-                if first is None:
-                    members[(group, index)] = kept
-                elif first < len(self._candidates(group)):
-                    position.setdefault((group, first), set()).update(kept)
-                else:
-                    members.setdefault((group, None), set()).update(kept)
+            if moved is None:
+                fresh = {key for key, _ in hints.items() - last.hints.items()}  # new, or with a new hint
+                left = set(last.hints.keys() - hints.keys())
+            else:
+                fresh = {key for key in moved if key in hints and last.hints.get(key) != hints[key]}
+                left = {key for key in moved if key not in hints and key in last.hints}
+            self._resume(last, fresh | left, frozenset(changed), position, members)
+        without: dict[Place, set[K]] = {}  # new keys with no candidate: the greedy fallback
         for key, group in self._groups(fresh, hints).items():
             if self._candidates(group):
                 position.setdefault((group, 0), set()).add(key)
             else:
-                members.setdefault((group, None), set()).add(key)
+                without.setdefault((group, None), set()).add(key)
+        for place, keys in without.items():
+            _gather(members, place, keys)
         asked = set(fresh).union(*position.values())
         self._rounds(position, members)
         views: dict[K, frozenset[str]] = {}
@@ -142,7 +147,29 @@ class ForcingSearch(Generic[K]):
         greedy = {key for (_, index), keys in members.items() if index is None for key in keys}
         if greedy:
             views.update(_greedy(greedy, self.views, self.ask, self.monotone))
-        return Settled(views, hints, members, asked | greedy, self.candidates)
+        return Settled(views, hints, members, asked | greedy, self.candidates, left)
+
+    def _resume(
+        self,
+        last: Settled[K],
+        stale: set[K],
+        touched: frozenset[str],
+        position: dict[tuple[Group, int], set[K]],
+        members: dict[Place, set[K]],
+    ) -> None:
+        """Place the ``last`` search's keys but the ``stale`` ones: at their set when no candidate up to it
+        holds a view ``touched``, at the first candidate that does otherwise (``position``: asked again)."""
+        for (group, index), keys in last.members.items():
+            kept = keys - stale if stale and not keys.isdisjoint(stale) else keys
+            if not kept:
+                continue
+            first = self._first_touched(group, index, touched)
+            if first is None:
+                members[(group, index)] = kept
+            elif first < len(self._candidates(group)):
+                position.setdefault((group, first), set()).update(kept)
+            else:
+                _gather(members, (group, None), kept)
 
     def ask(self, subset: frozenset[str], wanted: set[K]) -> set[K]:
         """The keys of ``wanted`` that ``subset`` finds: memoised per subset and key (a subset asked again
@@ -169,14 +196,14 @@ class ForcingSearch(Generic[K]):
                     keys = position[(group, index)]
                     settled = keys & found
                     if settled:
-                        members.setdefault((group, index), set()).update(settled)
+                        _gather(members, (group, index), settled)
                     rest = keys - settled
                     if not rest:
                         continue
                     if index + 1 < len(self._candidates(group)):
                         following.setdefault((group, index + 1), set()).update(rest)
                     else:
-                        members.setdefault((group, None), set()).update(rest)
+                        _gather(members, (group, None), rest)
             position = following
 
     def _first_touched(self, group: Group, index: int | None, touched: frozenset[str]) -> int | None:
@@ -219,6 +246,12 @@ class ForcingSearch(Generic[K]):
             group = (known[1], hints[key])
             groups[key] = made.setdefault(group, group)
         return groups
+
+
+def _gather(members: dict[Place, set[K]], place: Place, keys: set[K]) -> None:
+    """Add ``keys`` to the keys at ``place``, in a new set: a place's set may be the last search's (kept
+    whole), which stays as it was."""
+    members[place] = members[place] | keys if place in members else set(keys)
 
 
 def _releases_both(subset: frozenset[str], holders: tuple[frozenset[str], frozenset[str]]) -> bool:

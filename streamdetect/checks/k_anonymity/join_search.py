@@ -184,22 +184,25 @@ class JoinSearch:
         if last is None:
             changed = [view.name for view in topology.views]
         else:
-            moved = zip(topology.views, rows, last.rows, strict=True)
-            changed = [view.name for view, now, then in moved if now != then]
+            compared = zip(topology.views, rows, last.rows, strict=True)
+            changed = [view.name for view, now, then in compared if now != then]
 
         # The pairs some cover is of: a subset's state answers for those (kept and grown with the state,
         # it is asked again next batch); states the searches stop asking for are dropped.
-        pairs = frozenset((identifier, sensitive) for identifier, sensitive, _, _ in full)
-        asks = _Asks(self, state, pairs)
+        asks = _Asks(self, state, state.index.pairs())
         order = [view.name for view in topology.views]
-        # The views whose facts give each cover (frozen sets, the index's own): tried first.
+        # The views whose facts give each cover (frozen sets, the index's own): tried first. The covers
+        # the index changed since the last search are those whose hints may differ (the index's log).
         search = ForcingSearch(order, asks.finds, asks.releases)
-        settled = search.run(full, last.settled if last is not None else None, changed)
+        moved = state.index.moved_since(last.version) if last is not None else None
+        settled = search.run(full, last.settled if last is not None else None, changed, moved)
         self._age(state, set(asks.asked), frozenset(changed))
         # Only the covers it asked can have other views than the last result's, when that result was this
         # search's last answer (and not, say, a result over every cover's holders).
         resumed = last is not None and state.reported_from is last.settled.views
-        findings = method.result(state, covers=full, views=settled.views, since=settled.asked if resumed else None)
+        findings = method.result(
+            state, covers=full, views=settled.views, since=settled.asked | settled.left if resumed else None
+        )
         state.search = Search(state.index.version, rows, settled, asks.asked, findings, asks.reduced)
         return findings
 
