@@ -1,14 +1,18 @@
 """A capped relation carried forward as its frame grows is a capped form of the grown frame: at most k
-rows per key, all of a key's rows when it has fewer than k, every row one of the frame's."""
+rows per key, all of a key's rows when it has fewer than k, every row one of the frame's. A kept
+projection grown by batches is the projection of every row."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdetect.checks.k_anonymity.kept_relations import KeptRelations, projected
+from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.relational.linked_values import KeptCaps, cap_grown, cap_per_key
 
 SCHEMA = {"A": pl.UInt32, "B": pl.UInt32, "T": pl.UInt32}
@@ -71,3 +75,29 @@ def test_kept_caps_follow_a_grown_frame() -> None:
     assert (0, 3) not in set(carried.rows())
     assert kept.get(newest, "T", 3) is None  # only the caps that were kept are carried
     assert kept.get(newest, "T", 2) is carried  # carried once, then kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 3) | st.none(), st.integers(0, 3), st.integers(0, 2)), max_size=40),
+    cuts=st.lists(st.integers(0, 40), max_size=5),
+)
+def test_a_kept_projection_grown_by_batches_is_the_projection_of_every_row(
+    rows: list[tuple[int | None, int, int]], cuts: list[int]
+) -> None:
+    """A stored view's projection kept between batches (no positions: a set) and grown by each batch holds
+    the distinct projections of every row, nulls left out, each once; the view's new projections
+    (``novel``) are those it did not hold before the batch."""
+    seen, kept = SeenRows(), KeptRelations()
+    on = ["A", "B"]
+    bounds = sorted(min(cut, len(rows)) for cut in cuts)
+    holding: set[tuple[Any, ...]] = set()
+    for start, end in zip([0, *bounds], [*bounds, len(rows)], strict=True):
+        frame = pl.DataFrame(rows[start:end], schema={"A": pl.Int64, "B": pl.Int64, "C": pl.Int64}, orient="row")
+        new, positions = seen.add("v", frame, ["A", "B", "C"])
+        grown = kept.relation(seen, "v", on, False)
+        expected = set(projected(seen.rows["v"], on, None).rows())
+        assert grown.height == len(expected)
+        assert set(grown.rows()) == expected
+        assert set(kept.novel(seen, "v", (on, ()), new, positions).rows()) == expected - holding
+        holding = expected

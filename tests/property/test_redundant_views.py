@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverState
 from streamdetect.checks.k_anonymity.join_search import JoinSearch
+from streamdetect.checks.k_anonymity.kept_relations import KeptRelations
 from streamdetect.checks.k_anonymity.methods import JoinMethod, choose_method, restricted
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
 from streamdetect.model.batch import Batch
@@ -116,3 +117,27 @@ def test_a_view_that_only_filters_a_join_it_loses_nothing_of_is_left_out() -> No
         "v0",
         "v1",
     }
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=publications(), cut=st.integers(0, 7))
+def test_a_reduction_kept_across_batches_is_the_reduction_of_the_rows_present(case: dict[str, Any], cut: int) -> None:
+    """The views' rows published in two batches, the kept relations (and the answers kept with them) living
+    through both: every subset and pair reduces as it does over the same rows with nothing kept."""
+    topology = _topology(case)
+    method = choose_method(topology, case["k"])
+    assert isinstance(method, JoinMethod)
+    state = method.initialize()
+    definitions = {view.name: view for view in topology.views}
+    names = sorted(case["views"])
+    subsets = [frozenset(chosen) for size in range(2, len(names) + 1) for chosen in combinations(names, size)]
+    pairs = (("A", "C"), ("A", "D"), ("B", "C"), ("B", "D"))
+    for part in (
+        {name: rows[:cut] for name, rows in case["rows"].items()},
+        {name: rows[cut:] for name, rows in case["rows"].items()},
+    ):
+        method.add(state, Batch(views=_frames(case, part)), None)
+        for subset in subsets:
+            for pair in pairs:
+                kept = without_redundant_views(subset, pair, definitions, state.seen, state.kept)
+                assert kept == without_redundant_views(subset, pair, definitions, state.seen, KeptRelations())

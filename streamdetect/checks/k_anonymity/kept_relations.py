@@ -11,11 +11,18 @@ of the view is present: with rows withdrawn, a projection is made from the rows 
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
 import polars as pl
 
 from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.relational import code_arrays
+from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.linked_values import KeptCaps
 
+T = TypeVar("T")
 #: The column of a holder's relation that names each row's projection fact (its position).
 PF = "\0pf"
 
@@ -56,6 +63,20 @@ class KeptRelations:
         self._marks: dict[tuple[str, tuple[str, ...], bool, Filters], dict[int, int]] = {}
         self._firsts: dict[tuple[str, tuple[str, ...], Filters], tuple[int, pl.DataFrame]] = {}
         self.caps = KeptCaps()
+        #: Per question, the frames its last answer was computed from, and that answer (:meth:`remembered`).
+        self._answers: dict[Hashable, tuple[tuple[pl.DataFrame, ...], Any]] = {}
+
+    def remembered(self, question: Hashable, frames: tuple[pl.DataFrame, ...], compute: Callable[[], T]) -> T:
+        """``compute()``, an answer to ``question`` that depends only on ``frames`` (kept relations: the same
+        objects while their views do not change), computed again only when one of them is another frame.
+        One answer kept per question: the frames it holds are the last ones asked about."""
+        entry = self._answers.get(question)
+        if entry is not None and len(entry[0]) == len(frames) and all(map(operator.is_, entry[0], frames)):
+            answer: T = entry[1]
+            return answer
+        answer = compute()
+        self._answers[question] = (frames, answer)
+        return answer
 
     def firsts(self, seen: SeenRows, view: str, attributes: list[str], filters: Filters = ()) -> pl.DataFrame:
         """Per distinct projection of ``view``'s present rows on ``attributes`` (rows with a null there or in
@@ -104,7 +125,7 @@ class KeptRelations:
             covered, before = entry
             fresh = projected(rows.slice(covered), attributes, covered if holder else None, filters)
             if not holder:
-                fresh = fresh.join(before, on=attributes, how="anti")
+                fresh = self._unseen(fresh, before, attributes)
             frame = pl.concat([before, fresh]) if fresh.height else before
             if frame is not before:
                 self.caps.grown(before, frame, fresh)
@@ -114,6 +135,15 @@ class KeptRelations:
         if len(marks) > MARKS:
             del marks[next(iter(marks))]
         return frame
+
+    def _unseen(self, fresh: pl.DataFrame, before: pl.DataFrame, attributes: list[str]) -> pl.DataFrame:
+        """The rows of ``fresh`` that ``before`` (a kept projection) does not hold: looked up in ``before``'s
+        codes, kept with it (:meth:`KeptCaps.codes`), where polars' anti join hashed every row of ``before``
+        per batch (2-3 ms at BP's 45,000 rows)."""
+        if not fresh.height or not before.height or not code_arrays.codes_only(fresh):
+            return fresh if not before.height else fresh.join(before, on=attributes, how="anti")
+        shown = code_arrays.shown(CodeRelation.from_frame(fresh), self.caps.codes(before), attributes)
+        return fresh if not shown.any() else fresh.filter(pl.Series(~shown))
 
     def novel(
         self, seen: SeenRows, view: str, projection: tuple[list[str], Filters], new: pl.DataFrame, positions: pl.Series

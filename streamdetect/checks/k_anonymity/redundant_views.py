@@ -28,6 +28,9 @@ findings stand (``join_search.Search``). docs/design.md, "Which views force a co
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
+
+import polars as pl
 
 from streamdetect.checks.k_anonymity.kept_relations import KeptRelations
 from streamdetect.checks.seen_rows import SeenRows
@@ -76,9 +79,15 @@ def _redundant(  # noqa: PLR0917 -- private; the reduction passes its whole cont
         return False
     if not shared:
         return True  # a cross product with a view that has rows: it repeats every join row
-    reached = None
-    for holder in holders:
-        values = kept.relation(seen, holder, shared, False)
-        reached = values if reached is None else reached.join(values, on=shared, how="semi")
-    assert reached is not None
-    return reached.join(kept.relation(seen, name, shared, False), on=shared, how="anti").is_empty()
+    frames = tuple(kept.relation(seen, view, shared, False) for view in [*holders, name])
+    question = ("within", name, tuple(holders), tuple(shared))
+    return kept.remembered(question, frames, partial(_within, frames, shared))
+
+
+def _within(frames: tuple[pl.DataFrame, ...], shared: list[str]) -> bool:
+    """Whether every row of ``shared`` in the intersection of the frames but the last is in the last."""
+    *holders, view = frames
+    reached = holders[0]
+    for values in holders[1:]:
+        reached = reached.join(values, on=shared, how="semi")
+    return reached.join(view, on=shared, how="anti").is_empty()
