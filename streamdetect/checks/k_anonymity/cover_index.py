@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from streamdetect.checks.k_anonymity.held_values import HeldValues, ranks
+from streamdetect.checks.k_anonymity.held_values import HeldValues, padded, ranks
 from streamdetect.relational.code_arrays import row_keys
 
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
@@ -55,10 +55,7 @@ class Gifts:
 
     def reach(self, height: int) -> None:
         """Make room for positions below ``height`` (new ones give nothing)."""
-        missing = height - len(self.ids)
-        if missing > 0:
-            self.ids = np.concatenate([self.ids, np.full(missing, _NONE, dtype=np.int64)])
-            self.values = np.concatenate([self.values, np.full((missing, self.values.shape[1]), _NONE, np.int64)])
+        self.ids, self.values = padded(self.ids, height, _NONE), padded(self.values, height, _NONE)
 
 
 @dataclass

@@ -47,12 +47,9 @@ class HeldValues:
 
     def extend(self, height: int) -> None:
         """Make room for a holder grown to ``height`` rows (new PFs hold nothing yet)."""
-        missing = height - len(self.counts)
-        if missing <= 0:
-            return
-        self.counts = np.concatenate([self.counts, np.zeros(missing, dtype=np.int64)])
+        self.counts = padded(self.counts, height, 0)
         if self.values is not None:
-            self.values = np.concatenate([self.values, np.full((missing, self.values.shape[1]), _EMPTY, np.int64)])
+            self.values = padded(self.values, height, _EMPTY)
 
     def merge(self, positions: np.ndarray[Any, Any], codes: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Take the distinct pairs (``positions[i]``, ``codes[i]``) into the sets: those a set does not hold
@@ -76,6 +73,15 @@ class HeldValues:
     def count(self, positions: np.ndarray[Any, Any]) -> None:
         """Count pairs taken into the sets without their values (caps above :data:`MATRIX_CAP`)."""
         np.add.at(self.counts, positions.astype(np.int64, copy=False), 1)
+
+
+def padded(array: np.ndarray[Any, Any], height: int, fill: int) -> np.ndarray[Any, Any]:
+    """``array`` (one entry, or one row, per position) with ``fill`` entries up to ``height`` positions;
+    itself when it has them already."""
+    missing = height - len(array)
+    if missing <= 0:
+        return array
+    return np.concatenate([array, np.full((missing, *array.shape[1:]), fill, dtype=array.dtype)])
 
 
 def ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
