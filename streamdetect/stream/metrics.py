@@ -193,11 +193,27 @@ class WorkerMetrics(WorkerSensor):
                 self.open.labels(*labels).dec()
         for finding in raised:
             self.raised.labels(finding.check).inc()
-            labels = (finding.check, finding.level_label, "true" if finding.certain else "false")
+            labels = _labels(finding)
             if finding.id not in self._open:
                 self._open[finding.id] = labels
                 self.open.labels(*labels).inc()
             self.latency.observe(max((now - published).total_seconds(), 0.0))
+
+    def reopened(self, findings: Iterable[Any]) -> None:
+        """Count in the open gauge the findings a state restored from the table holds open: raised before
+        it was written (by this worker or one before it), so neither raised again nor timed."""
+        for finding in findings:
+            if finding.id not in self._open:
+                labels = self._open[finding.id] = _labels(finding)
+                self.open.labels(*labels).inc()
+
+    def reset_open(self, findings: Iterable[Any]) -> None:
+        """The open gauge for exactly ``findings``: the states this worker still holds, after some went to
+        another worker (a rebalance), which counts them from their restore."""
+        for labels in self._open.values():
+            self.open.labels(*labels).dec()
+        self._open = {}
+        self.reopened(findings)
 
     def state(self, size: int) -> None:
         """The state-size gauge."""
@@ -236,3 +252,8 @@ def samples(text: str) -> dict[str, float]:
             labels = ",".join(f'{key}="{value}"' for key, value in sorted(sample.labels.items()))
             found[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
     return found
+
+
+def _labels(finding: Any) -> tuple[str, str, str]:
+    """A finding's labels in the open gauge: check, level, certainty (no identifier or value)."""
+    return (finding.check, finding.level_label, "true" if finding.certain else "false")

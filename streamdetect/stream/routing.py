@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from streamdetect.checks.findings import Finding
 from streamdetect.errors import StateError
 from streamdetect.partitioning import Plan, Unit
 from streamdetect.relational.universal_stream import UniversalStream
@@ -123,6 +124,10 @@ class Units:
         #: Per partition, the events its units' last folds announced, to send again since they were
         #: rebuilt (:meth:`DetectorService.take_resent`): with the partition's next outcome delivered.
         self.resent: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        #: Told the findings open in a unit restored from the table, before it folds anything; and, when
+        #: units were dropped (their partitions went to another worker), the findings open in those left.
+        self.on_restored: Callable[[list[Finding]], None] | None = None
+        self.on_revoked: Callable[[list[Finding]], None] | None = None
 
     def service(self, unit: Unit) -> DetectorService:
         """The unit's service, restored from the table when this worker has not built it since it got
@@ -150,6 +155,8 @@ class Units:
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
             self.resent.setdefault(self.plan.partition_of(unit), []).extend(found.take_resent())
+            if self.on_restored is not None:
+                self.on_restored(found.detector.findings())
         return found
 
     def _refuse_stale(self) -> None:
@@ -327,8 +334,11 @@ class Units:
         for partition in gone:
             self.seen.pop(partition, None)
             self.resent.pop(partition, None)  # whoever rebuilds the units sends them
-        for unit in [unit for unit in self.services if self.plan.partition_of(unit) in gone]:
+        dropped = [unit for unit in self.services if self.plan.partition_of(unit) in gone]
+        for unit in dropped:
             del self.services[unit]
+        if dropped and self.on_revoked is not None:
+            self.on_revoked([finding for service in self.services.values() for finding in service.detector.findings()])
 
     @property
     def state_bytes(self) -> int:

@@ -37,6 +37,12 @@ class WorkerSensor:
     def findings(self, raised: Iterable[Any], cleared: Iterable[Any], published: dt.datetime) -> None:
         """A batch's raised and cleared findings."""
 
+    def reopened(self, findings: Iterable[Any]) -> None:
+        """Findings open in a state restored from the table (raised before it was written)."""
+
+    def reset_open(self, findings: Iterable[Any]) -> None:
+        """The findings open in the states the worker still holds, after some went to another worker."""
+
     def state(self, size: int) -> None:
         """The bytes of state the worker holds now."""
 

@@ -131,7 +131,10 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     keys = sorted(key.decode() for key, _ in read_records_keyed(kafka_bootstrap, dead_letter_topic(topology)))
     assert [key.rsplit(":", 2)[0] for key in keys] == [view_topic(topology, view) for view in topology.views]
     assert all(re.fullmatch(r"\d+:\d+", key.split(":", 1)[1]) for key in keys), keys
-    _counts_dead_letters_and_replays(workers[-1].metrics())
+    samples = workers[-1].metrics()
+    _counts_dead_letters_and_replays(samples)
+    # The replacement counts the findings it restored open, then those it raised and cleared since.
+    assert sum(v for k, v in samples.items() if k.startswith("streamdetect_open_findings{")) == len(expected)
     scraped = workers[0].scraped + workers[-1].scraped
     # No value of the data in the worker's log (INFO and above).
     log = "\n".join(worker.output() for worker in workers)

@@ -13,6 +13,7 @@ from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
 from streamdetect.partitioning import plan
 from streamdetect.stream.events import open_findings
+from streamdetect.stream.metrics import WorkerMetrics
 from streamdetect.stream.records import HEADER_VIEW, Publication, encode_publication
 from streamdetect.stream.routing import HEADER_MARKER, HEADER_SOURCE, Router, Units
 from streamdetect.stream.state_log import Source
@@ -73,6 +74,52 @@ def test_table1_row_by_row_through_two_stages_gives_the_findings_of_check(partit
     assert set(open_findings(group.events)) == expected
     assert group.send("v2", dan, "withdraw-dan", op="retract") == []
     assert len(set(open_findings(group.events))) == len(expected) - 1
+
+
+def _open_gauge(metrics: WorkerMetrics) -> float:
+    return sum(
+        sample.value
+        for family in metrics.registry.collect()
+        if family.name == "streamdetect_open_findings"
+        for sample in family.samples
+    )
+
+
+def test_the_open_findings_gauge_follows_the_units_a_worker_holds() -> None:
+    """A worker that restores units from the table counts their open findings in the gauge (raised before,
+    by another worker: not counted as raised), a withdrawal then clears one, and partitions given away
+    leave the gauge with the findings of the units still held."""
+    group = _Group(2)
+    views = load_views(group.topology)
+    for name, frame in views.items():
+        for position in range(frame.height):
+            assert group.send(name, frame.slice(position, 1), f"{name}-{position}") == []
+    expected = {f.id for f in streamdetect.check(group.topology).findings}
+
+    metrics = WorkerMetrics()
+    taken = Units(group.plan, lambda prefix: {k: v for k, v in group.table.items() if k.startswith(prefix)})
+    taken.on_restored, taken.on_revoked = metrics.reopened, metrics.reset_open
+    group.units = taken  # the next worker: every unit restored from the table as its records come
+    for partition in range(group.plan.partitions):
+        taken.announce(partition)
+    assert _open_gauge(metrics) == len(expected)
+    assert metrics.registry.get_sample_value("streamdetect_findings_raised_total", {"check": "linkage"}) in (None, 0)
+
+    position = views["v2"].get_column("Name").to_list().index("Dan")
+    for partition, body, named in group.router.handle(
+        *_record("v2", views["v2"].slice(position, 1), "gone", "retract"), "v2"
+    ).records:
+        outcome = taken.handle(body, named, partition)
+        metrics.findings(outcome.raised, outcome.cleared, WHEN)
+    assert _open_gauge(metrics) == len(expected) - 1
+
+    held = [finding for service in taken.services.values() for finding in service.detector.findings()]
+    taken.revoke([0])
+    left = [finding for service in taken.services.values() for finding in service.detector.findings()]
+    assert len(left) < len(held)
+    assert _open_gauge(metrics) == len(left)
+    taken.revoke(range(group.plan.partitions))
+    assert _open_gauge(metrics) == 0
 
 
 def test_a_refused_batch_changes_no_unit() -> None:

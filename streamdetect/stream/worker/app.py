@@ -142,6 +142,8 @@ def build_app(topology: Topology, settings: WorkerSettings, metrics: WorkerSenso
             compact_bytes=settings.compact_bytes,
             replay_retention_s=settings.replay_retention_s,
         )
+        # The open-findings gauge follows the units this worker holds: restored, and given away.
+        units.on_restored, units.on_revoked = out.metrics.reopened, out.metrics.reset_open
         two_stages(
             app,
             topology,

@@ -115,6 +115,8 @@ async def restored(service: DetectorService, out: Outputs) -> bool:
     except StateError as refused:
         out.refuse(refused)
         return False
+    # The findings open in the restored state are open now: the gauge counts them from here.
+    out.metrics.reopened(service.detector.findings())
     announced = service.status(Outcome(events=service.take_resent()))
     await out.deliver(announced, At(0, "the restored state"))
     out.metrics.status(announced)
