@@ -156,7 +156,7 @@ class Units:
             self.services[unit] = found
             self.resent.setdefault(self.plan.partition_of(unit), []).extend(found.take_resent())
             if self.on_restored is not None:
-                self.on_restored(found.detector.findings())
+                self.on_restored(found.restored_open)
         return found
 
     def _refuse_stale(self) -> None:

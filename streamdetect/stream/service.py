@@ -173,6 +173,9 @@ class DetectorService:
         #: the events to send again after a restore (:meth:`take_resent`).
         self.announced: bytes | None = None
         self.resent: list[tuple[bytes, bytes | None]] = []
+        #: The findings open in the state the last restore rebuilt (the worker's open-findings gauge
+        #: starts from them).
+        self.restored_open: list[Any] = []
 
     @property
     def state_bytes(self) -> int:
@@ -249,16 +252,22 @@ class DetectorService:
                 except (ValueError, KeyError) as exc:
                     raise StateError(f"the universal stream's counts cannot be read: {exc}") from None
         self.announced = table.get(ANNOUNCED_KEY)
-        self.resent = self._announced_again()
+        self._reopen()
         self.restored = True
         log.info("state restored: %d pieces, %d batches folded in", pieces, len(self.applied))
 
-    def _announced_again(self) -> list[tuple[bytes, bytes | None]]:
+    def _reopen(self) -> None:
+        """After a restore: the findings open in the state (computed once, for the events to send again and
+        the worker's gauge), and the events to send again."""
+        self.restored_open = self.detector.findings()
+        self.resent = self._announced_again({finding.id: finding for finding in self.restored_open})
+
+    def _announced_again(self, open_now: Mapping[str, Any]) -> list[tuple[bytes, bytes | None]]:
         """The events of the last fold the state holds, as the restored state has them: its cleared findings
         that are not open (:func:`~streamdetect.stream.events.cleared_again`: the state no longer holds
-        them) and its raised ones that are (their finding events again). A consumer folds them
-        idempotently when they went before; when the worker that wrote the state was killed before
-        sending them, they are what its consumers lack."""
+        them) and its raised ones that are (their finding events again); ``open_now``: the state's open
+        findings by id. A consumer folds them idempotently when they went before; when the worker that
+        wrote the state was killed before sending them, they are what its consumers lack."""
         if self.announced is None:
             return []
         said = json.loads(self.announced)
@@ -268,7 +277,6 @@ class DetectorService:
             return []
         published = dt.datetime.fromisoformat(said["published"])
         read = Publication(said["view"], "add", said["batch"], published, pl.DataFrame())
-        open_now = {finding.id: finding for finding in self.detector.findings()}
         gone = [(check, finding_id) for check, finding_id in sorted(cleared) if finding_id not in open_now]
         still = [open_now[finding_id] for finding_id in sorted(raised) if finding_id in open_now]
         return cleared_again(gone, read) + finding_events(still, "raised", read, said["batches"])
