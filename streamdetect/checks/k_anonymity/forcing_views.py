@@ -38,30 +38,6 @@ Finds = Callable[[frozenset[str], Collection[K]], AbstractSet[K]]
 MAX_RUNS = 64
 
 
-def minimal_forcing_views(
-    keys: Iterable[K],
-    views: Sequence[str],
-    finds: Finds[K],
-    *,
-    releases: Callable[[K], tuple[Collection[str], Collection[str]]] | None = None,
-    monotone: Mapping[K, bool] | None = None,
-    hints: Mapping[K, frozenset[str]] | None = None,
-    max_runs: int = MAX_RUNS,
-) -> dict[K, frozenset[str]]:
-    """Per finding key, a minimal set of ``views`` on which ``finds`` still returns it (module docstring).
-
-    ``releases(key)`` gives the views that release its identifier attribute and those that release its
-    sensitive attribute (a forcing set holds one of each); ``views`` orders ties and deletions;
-    ``monotone[key]`` (default True) says whether the method that found it is monotone in the views;
-    ``hints[key]``, views likely to force it (tried first within a size; any order gives a minimal set).
-    At most ``max_runs`` candidate subsets per key, then O(|views|) runs per distinct greedy path.
-    """
-    everything = frozenset(views)
-    hinted = {key: hints.get(key, everything) if hints is not None else everything for key in keys}
-    search = ForcingSearch(views, finds, releases, monotone, max_runs)
-    return search.run(hinted).views
-
-
 #: A key's candidates: the views releasing its identifier and its sensitive attribute, and its hint.
 Group = tuple[tuple[frozenset[str], frozenset[str]], frozenset[str]]
 #: Where a search settled keys: their group and the position of their set among its candidates (None:
@@ -86,7 +62,13 @@ class Settled(Generic[K]):
 
 @dataclass
 class ForcingSearch(Generic[K]):
-    """The search of :func:`minimal_forcing_views`, able to start from the last one's answer (:meth:`run`).
+    """Per finding key, a minimal set of ``views`` on which ``finds`` still returns it (module docstring), able to
+    start from the last search's answer (:meth:`run`).
+
+    ``releases(key)`` gives the views that release its identifier attribute and those that release its
+    sensitive attribute (a forcing set holds one of each); ``views`` orders ties and deletions;
+    ``monotone[key]`` (default True) says whether the method that found it is monotone in the views. At most
+    ``max_runs`` candidate subsets per key, then O(|views|) runs per distinct greedy path.
 
     A key's candidates depend on the key alone (its group): the subsets that release both of its
     attributes by size, those holding its hint first within a size, then in ``views`` order; the first

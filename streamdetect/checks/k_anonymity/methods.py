@@ -19,12 +19,12 @@ import polars as pl
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.k_anonymity.conservative_covers import ConservativeCoverCheck
-from streamdetect.checks.k_anonymity.forcing_views import minimal_forcing_views
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.k_anonymity.join_search import JoinSearch, releasing
 from streamdetect.checks.k_anonymity.key_covers import KeyPathCoverCheck, key_path
 from streamdetect.checks.k_anonymity.key_matching import KeyMatchingCoverCheck, matching_subcase
 from streamdetect.checks.k_anonymity.recomputed import RecomputedCheck, RowsState
+from streamdetect.checks.k_anonymity.recomputed_search import CoverKey, RecomputedSearch
 from streamdetect.checks.k_anonymity.selection_covers import SelectionCoverCheck
 from streamdetect.checks.protocol import ProgressFactory
 from streamdetect.model.batch import Batch
@@ -33,7 +33,6 @@ from streamdetect.model.topology import Topology
 #: The raw check a method wraps (what :func:`k_anonymity_check` returns).
 KAnonymityCheck = AssociationCoverCheck | RecomputedCheck[AssociationCoverFinding]
 KAnonymityState = AssociationCoverState | RowsState
-CoverKey = tuple[str, Any, str, frozenset[Any]]
 
 
 class Method(Protocol):
@@ -207,8 +206,8 @@ class RecomputedMethod:
         if not found:
             return found
 
-        def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
-            narrower = restricted(topology, subset, {(key[0], key[2]) for key in wanted})
+        def run(subset: frozenset[str], pairs: frozenset[tuple[str, str]]) -> set[CoverKey]:
+            narrower = restricted(topology, subset, set(pairs))
             frames = {name: frame for name, frame in state.views.items() if name in subset}
             covers = recomputed_covers(narrower, frames, state.table, self.k)
             # None: that subset's method reads the private table, which this run does not have.
@@ -217,10 +216,16 @@ class RecomputedMethod:
         def releases(key: CoverKey) -> tuple[list[str], list[str]]:
             return releasing(topology, key[0], key[2])
 
+        search = RecomputedSearch(
+            [view.name for view in topology.views],
+            run,
+            releases,
+            per_pair=self.per_pair,
+            with_table=bool(topology.table.functional_dependencies),
+        )
         monotone = {_cover_key(finding): finding.exact for finding in found}
         hints = {_cover_key(finding): frozenset(finding.views) for finding in found}
-        order = [view.name for view in topology.views]
-        forcing = minimal_forcing_views(monotone, order, finds, releases=releases, monotone=monotone, hints=hints)
+        forcing = search.forcing(state, hints, monotone)
         return [replace(finding, views=tuple(sorted(forcing[_cover_key(finding)]))) for finding in found]
 
 

@@ -23,6 +23,8 @@ from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.bags import remove_occurrences
 
 F = TypeVar("F", bound=Finding)
+#: The name :attr:`RowsState.generations` counts the table's changes under (no view can have it).
+TABLE = "\0table"
 Compute = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame | None], list[F]]
 
 
@@ -38,6 +40,15 @@ class RowsState:
     #: The findings of the last update (with forcing views): a cache (not serialized), so an update
     #: recomputes them once, not before and after.
     findings: list[Any] | None = field(default=None, compare=False)
+    #: Per view (and ``TABLE`` for the table), a count of the changes of its rows: what a cached answer
+    #: computed from them was computed from (not serialized; the caches are not either).
+    generations: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: What the method keeps between updates to answer again only where rows changed (not serialized).
+    search: Any = field(default=None, compare=False, repr=False)
+
+    def generation(self, name: str) -> int:
+        """How many times the rows of view ``name`` (or of the table, ``TABLE``) changed in this object."""
+        return self.generations.get(name, 0)
 
     def to_bytes(self) -> bytes:
         """Serialize (JSON envelope with Arrow IPC frames)."""
@@ -115,12 +126,21 @@ class RecomputedCheck(Generic[F]):
         """Withdraw rows (one occurrence each, raising ``ValueError`` before any change on a row not kept),
         then keep the new rows (of views, and of the table); nothing is recomputed. O(rows kept)."""
         views, table = _withdrawn(state, retracted or {}, retracted_table)
+        changed = {name for name, frame in (retracted or {}).items() if frame.height}
+        if retracted_table is not None and retracted_table.height:
+            changed.add(TABLE)
         state.views, state.table = views, table
         for name, frame in batch.items():
             old = state.views.get(name)
             state.views[name] = frame if old is None else pl.concat([old, frame])
+            if frame.height or old is None:
+                changed.add(name)
         if table_rows is not None:
+            if table_rows.height or state.table is None:
+                changed.add(TABLE)
             state.table = table_rows if state.table is None else pl.concat([state.table, table_rows])
+        for name in changed:
+            state.generations[name] = state.generation(name) + 1
 
     def result(self, state: RowsState) -> list[F]:
         """The findings for every row seen (none without the table's rows when ``needs_table``)."""

@@ -1,0 +1,106 @@
+"""The forcing-view search of the recomputed methods (:class:`~.methods.RecomputedMethod`), kept across updates.
+
+A recomputed method finds its covers from every row each batch, and its findings' views by reruns on subsets of
+the views (:mod:`.forcing_views`). A subset's answer depends on its views' rows alone (and on the table's, for a
+method that reads it): a run is kept with the generations of the rows it read (:attr:`RowsState.generations`)
+and asked again only when one of them changed, and the search resumes from the last one's answer, asking again
+only the covers with a candidate up to their set among the subsets a batch changed. A batch of one view then
+reruns only the subsets holding that view, for the covers that reach them, and ends where a fresh search over the
+same rows does (:class:`~.forcing_views.ForcingSearch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamdetect.checks.k_anonymity.forcing_views import MAX_RUNS, ForcingSearch, Settled
+from streamdetect.checks.k_anonymity.recomputed import TABLE, RowsState
+
+#: A cover: (identifier attribute, identifier value, sensitive attribute, sensitive values).
+CoverKey = tuple[str, Any, str, frozenset[Any]]
+Pair = tuple[str, str]
+#: The covers a fresh run of the method over a subset of the views finds for some pairs.
+Run = Callable[[frozenset[str], frozenset[Pair]], set[CoverKey]]
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A subset's covers for some pairs, and the generations of the rows (views, maybe the table) read."""
+
+    read: tuple[str, ...]
+    generations: tuple[int, ...]
+    found: frozenset[CoverKey]
+
+
+@dataclass
+class KeptSearch:
+    """What the search keeps in :attr:`RowsState.search`: the runs per (subset, pairs), the last answer and
+    the generations of every view's rows (and the table's) it was found from."""
+
+    answers: dict[tuple[frozenset[str], frozenset[Pair]], _Answer] = field(default_factory=dict)
+    settled: Settled[CoverKey] | None = None
+    generations: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecomputedSearch:
+    """One update's search over ``state``. ``run(subset, pairs)``: the covers a fresh run finds there;
+    ``per_pair``: a pair's covers are the run's for that pair alone (kept per pair); ``with_table``: a run
+    may read the table's rows (the topology declares functional dependencies)."""
+
+    views: Sequence[str]
+    run: Run
+    releases: Callable[[CoverKey], tuple[Collection[str], Collection[str]]]
+    per_pair: bool
+    with_table: bool
+
+    def forcing(
+        self, state: RowsState, hints: dict[CoverKey, frozenset[str]], monotone: dict[CoverKey, bool]
+    ) -> dict[CoverKey, frozenset[str]]:
+        """A minimal forcing set per cover of ``hints``, from the last search's answer and kept runs."""
+        kept = state.search if isinstance(state.search, KeptSearch) else KeptSearch()
+        state.search = kept
+        now = {name: state.generation(name) for name in [*self.views, TABLE]}
+        changed = [name for name in self.views if now[name] != kept.generations.get(name)]
+        if self.with_table and now[TABLE] != kept.generations.get(TABLE):
+            changed = list(self.views)
+        # Runs whose rows changed are stale: dropped (asked again, they run again).
+        kept.answers = {
+            key: answer
+            for key, answer in kept.answers.items()
+            if answer.generations == tuple(now.get(name, state.generation(name)) for name in answer.read)
+        }
+
+        def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:
+            return self._finds(state, kept, subset, {(key[0], key[2]) for key in wanted})
+
+        search = ForcingSearch(self.views, finds, self.releases, monotone, MAX_RUNS)
+        settled = search.run(hints, kept.settled, changed)
+        kept.settled, kept.generations = settled, now
+        return settled.views
+
+    def _finds(self, state: RowsState, kept: KeptSearch, subset: frozenset[str], pairs: set[Pair]) -> set[CoverKey]:
+        """The covers of ``pairs`` a run over ``subset`` finds: kept answers, runs for the rest."""
+        groups = [frozenset({pair}) for pair in pairs] if self.per_pair else [frozenset(pairs)]
+        found: set[CoverKey] = set()
+        missing: set[Pair] = set()
+        for group in groups:
+            answer = kept.answers.get((subset, group))
+            if answer is None:
+                missing |= group
+            else:
+                found |= answer.found
+        if not missing:
+            return found
+        read = tuple(sorted(subset)) + ((TABLE,) if self.with_table else ())
+        generations = tuple(state.generation(name) for name in read)
+        covers = self.run(subset, frozenset(missing))
+        if self.per_pair:
+            for pair in missing:
+                own = frozenset(key for key in covers if (key[0], key[2]) == pair)
+                kept.answers[(subset, frozenset({pair}))] = _Answer(read, generations, own)
+        else:
+            kept.answers[(subset, frozenset(missing))] = _Answer(read, generations, frozenset(covers))
+        return found | covers
