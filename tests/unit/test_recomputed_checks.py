@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 import streamdetect
+from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.k_anonymity import methods
 from streamdetect.checks.k_anonymity.adapter import KAnonymity
 from streamdetect.checks.k_anonymity.methods import k_anonymity_check
@@ -166,3 +167,38 @@ def test_a_batch_reruns_no_subset_whose_views_kept_their_rows(
         fresh_state = fresh.initialize()
         fresh.update(fresh_state, Batch(views={n: pl.concat(frames) for n, frames in present.items()}))
         assert got == sorted((finding.id, finding.views) for finding in fresh.result(fresh_state))
+
+
+def test_the_findings_are_found_once_per_change_of_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recomputed method finds its covers once per change of the rows: readers after an update (a worker
+    counting its units' open findings after a rebalance) get the update's findings, a restored state finds
+    them once, and the next batch's update finds the new ones."""
+    topology = streamdetect.load_topology(TOPOLOGIES / "yao-figure2.yaml")
+    views, _ = load_data(topology, with_table=False)
+    calls: list[int] = []
+    covers = methods.RecomputedMethod.covers
+
+    def counted(self: methods.RecomputedMethod, state: RowsState) -> list[AssociationCoverFinding]:
+        calls.append(1)
+        return covers(self, state)
+
+    monkeypatch.setattr(methods.RecomputedMethod, "covers", counted)
+    check = KAnonymity(topology)
+    state = check.initialize()
+    first = {name: frame.head(frame.height - 1) for name, frame in views.items()}
+    check.update(state, Batch(views=first))
+    assert len(calls) == 1
+    found = check.result(state)
+    assert check.result(state) is found
+    assert len(calls) == 1
+    restored = check.decode(check.encode(state))
+    assert [f.id for f in check.result(restored)] == [f.id for f in found]
+    assert len(calls) == 2
+    check.result(restored)
+    assert len(calls) == 2
+    check.update(restored, Batch(views={name: frame.tail(1) for name, frame in views.items()}))
+    assert len(calls) == 3
+    fresh = KAnonymity(topology)
+    whole = fresh.initialize()
+    fresh.update(whole, Batch(views=views))
+    assert sorted(f.id for f in check.result(restored)) == sorted(f.id for f in fresh.result(whole))

@@ -83,13 +83,12 @@ class KAnonymity:
         self, state: KAnonymityState, batch: Batch, progress: ProgressFactory | None = None
     ) -> Delta[AssociationCoverFinding]:
         """Withdraw and add the batch's rows; return the covers raised and cleared (recomputed from the state)."""
-        # The findings of the last update are cached in the state: the search for forcing views runs once.
-        cached = state.findings
-        before = cached if cached is not None else (self.result(state) if self.method.has_rows(state) else [])
+        # The findings of the rows held are cached in the state: the search for forcing views runs once.
+        before = self.result(state) if state.findings is not None or self.method.has_rows(state) else []
         self.method.add(state, batch, progress)
+        state.findings = None  # the rows changed
         state.log.record(self._logged(batch))
         after = self.result(state)
-        state.findings = after
         return self.method.changes(state, before, after)
 
     def _logged(self, batch: Batch) -> Batch:
@@ -103,8 +102,12 @@ class KAnonymity:
         return self.update(state, self.method.rows(other))
 
     def result(self, state: KAnonymityState) -> list[AssociationCoverFinding]:
-        """Every minimal cover below k, each with a minimal set of views that forces it."""
-        return self.method.covers(state)
+        """Every minimal cover below k, each with a minimal set of views that forces it: kept in the state
+        until its rows change (a recomputed method would otherwise find every cover again, e.g. when a
+        worker counts the open findings of the units it keeps after a rebalance)."""
+        if state.findings is None:
+            state.findings = self.method.covers(state)
+        return state.findings
 
     def encode(self, state: KAnonymityState) -> bytes:
         """The method's state codec."""

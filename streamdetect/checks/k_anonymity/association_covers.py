@@ -67,8 +67,8 @@ class AssociationCoverState:
     sets: dict[SetKey, pl.DataFrame] = field(default_factory=dict)
     #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
     log: BatchLog = field(default_factory=BatchLog, compare=False)
-    #: The findings of the last update (with forcing views): a cache (not serialized), so an update
-    #: recomputes them once, not before and after.
+    #: The findings of the rows held (with forcing views), once asked: a cache (not serialized), dropped when
+    #: the rows change, so an update finds them once, not before and after, and other readers not again.
     findings: list[Any] | None = field(default=None, compare=False)
     #: The minimal covers kept between batches (:mod:`.cover_index`; not serialized, built when None), and
     #: per set, the projection facts the joins since reached (what the index looks at again).

@@ -37,8 +37,8 @@ class RowsState:
     table: pl.DataFrame | None = None
     #: The batches taken since the last write (:mod:`streamdetect.checks.batch_log`).
     log: BatchLog = field(default_factory=BatchLog, compare=False)
-    #: The findings of the last update (with forcing views): a cache (not serialized), so an update
-    #: recomputes them once, not before and after.
+    #: The findings of the rows held (with forcing views), once asked: a cache (not serialized), dropped when
+    #: the rows change, so an update finds them once, not before and after, and other readers not again.
     findings: list[Any] | None = field(default=None, compare=False)
     #: Per view (and ``TABLE`` for the table), a count of the changes of its rows: what a cached answer
     #: computed from them was computed from (not serialized; the caches are not either).
