@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection
+from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import streamdetect
 from streamdetect.checks.k_anonymity import methods
 from streamdetect.checks.k_anonymity.adapter import KAnonymity
+from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views_in_rows
 from streamdetect.io.sources import load_data
 from streamdetect.model.batch import Batch
-from streamdetect.model.topology import Topology
+from streamdetect.model.predicates import parse_predicate, to_polars
+from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -87,3 +93,73 @@ def test_a_batch_reruns_no_subset_whose_views_kept_their_rows(
         fresh_state = fresh.initialize()
         fresh.update(fresh_state, Batch(views={n: pl.concat(frames) for n, frames in present.items()}))
         assert got == sorted((finding.id, finding.views) for finding in fresh.result(fresh_state))
+
+
+ATTRIBUTES = ("A", "B", "C", "D", "E")
+PAIRS = (("A", "C"), ("A", "D"), ("B", "C"), ("B", "D"))
+
+
+@st.composite
+def selected_publications(draw: st.DrawFn) -> dict[str, Any]:
+    """Views of one table's rows, some under a selection (on an attribute the view holds or not, some
+    satisfied by no row), each published in part; three to five views, nulls in some tables."""
+    views: dict[str, tuple[tuple[str, ...], str | None]] = {}
+    for i in range(draw(st.integers(3, 5))):
+        chosen = draw(st.lists(st.sampled_from(ATTRIBUTES), min_size=1, max_size=3, unique=True))
+        where = None
+        if draw(st.booleans()):
+            on = draw(st.sampled_from(ATTRIBUTES))
+            operator, value = draw(st.tuples(st.sampled_from(["<", "<>", "="]), st.integers(0, 2)) | st.just((">", 2)))
+            where = f"{on} {operator} {value}"
+        views[f"v{i}"] = (tuple(a for a in ATTRIBUTES if a in chosen), where)
+    value = st.integers(0, 2) | st.none() if draw(st.integers(0, 3)) == 0 else st.integers(0, 2)
+    table = draw(st.lists(st.fixed_dictionaries(dict.fromkeys(ATTRIBUTES, value)), max_size=6))
+    frame = pl.DataFrame(table, schema=dict.fromkeys(ATTRIBUTES, pl.Int64))
+    rows = {}
+    for name, (attributes, where) in views.items():
+        selected = frame.filter(to_polars(parse_predicate(where))) if where is not None else frame
+        kept = [draw(st.integers(0, 3)) > 0 for _ in range(selected.height)]  # about 3 in 4 published
+        rows[name] = selected.filter(pl.Series(kept, dtype=pl.Boolean)).select(attributes)
+    return {"views": views, "rows": rows, "k": draw(st.sampled_from([2, 3]))}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=selected_publications())
+def test_a_subset_without_its_redundant_views_finds_the_covers_it_finds_under_selections(case: dict[str, Any]) -> None:
+    """The reduction under selections, on every subset and pair: the method run fresh on the subset and on
+    the subset without its redundant views finds the same covers of the pair."""
+    views = tuple(
+        ViewDefinition(name, attributes, parse_predicate(where) if where else None)
+        for name, (attributes, where) in case["views"].items()
+    )
+    topology = Topology(
+        "selected",
+        TableSchema("T", ATTRIBUTES, ("A", "B"), ("C", "D")),
+        views,
+        (CheckConfig("k-anonymity", case["k"]),),
+    )
+    definitions = {view.name: view for view in views}
+    rows: dict[str, pl.DataFrame] = {name: frame for name, frame in case["rows"].items() if frame.height}
+    reductions = 0
+    for size in range(2, len(views) + 1):
+        for subset in map(frozenset, combinations(sorted(definitions), size)):
+            for pair in PAIRS:
+                smaller = without_redundant_views_in_rows(subset, pair, definitions, rows)
+                if smaller == subset:
+                    continue
+                reductions += 1
+                found = [
+                    sorted(
+                        (finding.identifier_value, finding.sensitive_attribute, sorted(finding.sensitive_values))
+                        for finding in methods.recomputed_covers(
+                            methods.restricted(topology, chosen, {pair}),
+                            {name: frame for name, frame in rows.items() if name in chosen},
+                            None,
+                            case["k"],
+                        )
+                        or []
+                    )
+                    for chosen in (subset, smaller)
+                ]
+                assert found[0] == found[1], (sorted(subset), sorted(smaller), pair)
+    event("some subset reduced" if reductions else "no subset reduced")

@@ -222,6 +222,9 @@ class RecomputedMethod:
             releases,
             per_pair=self.per_pair,
             with_table=bool(topology.table.functional_dependencies),
+            definitions=None
+            if topology.table.functional_dependencies or not self.per_pair
+            else {view.name: view for view in topology.views},
         )
         monotone = {_cover_key(finding): finding.exact for finding in found}
         hints = {_cover_key(finding): frozenset(finding.views) for finding in found}

@@ -23,6 +23,14 @@ V) and would join nothing in V: then V is kept. A view with no rows present is n
 
 Redundancy is tested on the rows present, so a search that reduced a subset tests it again before its
 findings stand (``join_search.Search``). docs/design.md, "Which views force a cover".
+
+With selections (the cell procedure, :func:`without_redundant_views_in_rows`), V must have no selection, U
+none either (every tuple then takes its A from a row of U, never a free value of a tuple outside U's
+selection), and no selection of the other views may read an attribute of V that they do not hold: a tuple
+of the others' cells, its A among V's values, then keeps its cells when V's unshared attributes take the
+values of a row of V with that A, so the tuple sets of the others' facts keep their (ID, P) projections, and
+a fact p of V covers what the facts q of U with q[A] = p[A] cover, as above. Rows with a null anywhere keep
+every view (the cell procedure drops such rows).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import polars as pl
 
 from streamdetect.checks.k_anonymity.kept_relations import KeptRelations
 from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.model.predicates import attributes_of
 from streamdetect.model.topology import ViewDefinition
 
 
@@ -82,6 +91,60 @@ def _redundant(  # noqa: PLR0917 -- private; the reduction passes its whole cont
     frames = tuple(kept.relation(seen, view, shared, False) for view in [*holders, name])
     question = ("within", name, tuple(holders), tuple(shared))
     return kept.remembered(question, frames, partial(_within, frames, shared))
+
+
+def without_redundant_views_in_rows(
+    subset: frozenset[str],
+    pair: tuple[str, str],
+    views: Mapping[str, ViewDefinition],
+    rows: Mapping[str, pl.DataFrame],
+) -> frozenset[str]:
+    """``subset`` without views redundant for ``pair`` under selections (module docstring), from the views'
+    kept rows (``rows``; a view missing has none), one at a time in name order until none is."""
+    current = set(subset)
+    while True:
+        removable = next(
+            (name for name in sorted(current) if _redundant_in_rows(name, current - {name}, pair, views, rows)), None
+        )
+        if removable is None:
+            return frozenset(current)
+        current.discard(removable)
+
+
+def _redundant_in_rows(
+    name: str,
+    others: set[str],
+    pair: tuple[str, str],
+    views: Mapping[str, ViewDefinition],
+    rows: Mapping[str, pl.DataFrame],
+) -> bool:
+    view = views[name]
+    height = {other: rows[other].height if other in rows else 0 for other in [*others, name]}
+    # The views the check over the others reads: with rows, or with a selection (published empty).
+    released = [other for other in sorted(others) if height[other] or views[other].where is not None]
+    if view.where is not None or any(attribute in view.attributes for attribute in pair) or not released:
+        return False
+    if not height[name]:
+        return True  # no rows and no selection: not released, the check over the subset leaves it out already
+    held = {a for other in released for a in views[other].attributes}
+    unshared = [a for a in view.attributes if a not in held]
+    conditions = [where for other in released if (where := views[other].where) is not None]
+    read = {a for condition in conditions for a in attributes_of(condition)}
+    nulls = any(rows[other].null_count().sum_horizontal().item() for other in [name, *released] if height[other])
+    if read & set(unshared) or nulls:
+        return False
+    shared = [a for a in view.attributes if a in held]
+    if not shared:
+        return True  # a cross product with a view that has rows, on attributes no selection reads
+    holders = [
+        other
+        for other in released
+        if views[other].where is None and height[other] and set(shared) <= set(views[other].attributes)
+    ]
+    if not holders:
+        return False
+    frames = tuple(rows[other].select(shared).unique() for other in [*holders, name])
+    return _within(frames, shared)
 
 
 def _within(frames: tuple[pl.DataFrame, ...], shared: list[str]) -> bool:
