@@ -163,3 +163,38 @@ def test_a_subset_without_its_redundant_views_finds_the_covers_it_finds_under_se
                 ]
                 assert found[0] == found[1], (sorted(subset), sorted(smaller), pair)
     event("some subset reduced" if reductions else "no subset reduced")
+
+
+def test_a_view_is_kept_when_only_a_selected_view_bounds_the_values_it_shares() -> None:
+    """Hypothesis's counterexample to letting a selected view bound the shared values: a tuple outside v3's
+    selection takes E from v0 alone (1, which v2 lacks), so v2 is not redundant in {v0, v2, v3} for (A, D),
+    and the covers with and without it differ."""
+    views = (
+        ViewDefinition("v0", ("A", "D", "E")),
+        ViewDefinition("v2", ("E",)),
+        ViewDefinition("v3", ("A", "E"), parse_predicate("B = 2")),
+    )
+    rows = {
+        "v0": pl.DataFrame({"A": [0], "D": [0], "E": [1]}),
+        "v2": pl.DataFrame({"E": [0]}),
+        "v3": pl.DataFrame({"A": [0], "E": [0]}),
+    }
+    definitions = {view.name: view for view in views}
+    subset = frozenset(definitions)
+    assert without_redundant_views_in_rows(subset, ("A", "D"), definitions, rows) == subset
+    schema = TableSchema("T", ATTRIBUTES, ("A", "B"), ("C", "D"))
+    topology = Topology("selected", schema, views, (CheckConfig("k-anonymity", 2),))
+    found = [
+        sorted(
+            (finding.identifier_value, sorted(finding.sensitive_values))
+            for finding in methods.recomputed_covers(
+                methods.restricted(topology, chosen, {("A", "D")}),
+                {name: frame for name, frame in rows.items() if name in chosen},
+                None,
+                2,
+            )
+            or []
+        )
+        for chosen in (subset, subset - {"v2"})
+    ]
+    assert found[0] != found[1]
