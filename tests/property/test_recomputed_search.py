@@ -198,3 +198,17 @@ def test_a_view_is_kept_when_only_a_selected_view_bounds_the_values_it_shares() 
         for chosen in (subset, subset - {"v2"})
     ]
     assert found[0] != found[1]
+
+
+def test_a_view_with_rows_is_kept_beside_views_published_empty() -> None:
+    """Hypothesis's counterexample: v3's one row says the table has a row, which v0 and v2 (published empty
+    under their selections) then force to A = 0 and C = 1; without v3 the table may be empty."""
+    views = (
+        ViewDefinition("v0", ("A",), parse_predicate("A <> 0")),
+        ViewDefinition("v2", ("A",), parse_predicate("C <> 1")),
+        ViewDefinition("v3", ("B",)),
+    )
+    rows = {"v3": pl.DataFrame({"B": [0]})}
+    definitions = {view.name: view for view in views}
+    subset = frozenset(definitions)
+    assert without_redundant_views_in_rows(subset, ("A", "C"), definitions, rows) == subset

@@ -29,8 +29,10 @@ none either (every tuple then takes its A from a row of U, never a free value of
 selection), and no selection of the other views may read an attribute of V that they do not hold: a tuple
 of the others' cells, its A among V's values, then keeps its cells when V's unshared attributes take the
 values of a row of V with that A, so the tuple sets of the others' facts keep their (ID, P) projections, and
-a fact p of V covers what the facts q of U with q[A] = p[A] cover, as above. Rows with a null anywhere keep
-every view (the cell procedure drops such rows).
+a fact p of V covers what the facts q of U with q[A] = p[A] cover, as above. Some other view must have rows:
+V's rows say that the table has some, which views published empty under a selection do not (a fact of V
+would then give a cover that no other fact gives). Rows with a null anywhere keep every view (the cell
+procedure drops such rows).
 """
 
 from __future__ import annotations
@@ -130,8 +132,12 @@ def _redundant_in_rows(
     unshared = [a for a in view.attributes if a not in held]
     conditions = [where for other in released if (where := views[other].where) is not None]
     read = {a for condition in conditions for a in attributes_of(condition)}
-    nulls = any(rows[other].null_count().sum_horizontal().item() for other in [name, *released] if height[other])
-    if read & set(unshared) or nulls:
+    # V's rows say the table has some, which others published empty under a selection do not.
+    if (
+        not any(height[other] for other in released)
+        or read & set(unshared)
+        or any(rows[other].null_count().sum_horizontal().item() for other in [name, *released] if height[other])
+    ):
         return False
     shared = [a for a in view.attributes if a in held]
     if not shared:
