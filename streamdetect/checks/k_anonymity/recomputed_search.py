@@ -80,12 +80,12 @@ class RecomputedSearch:
         kept.answers = {
             key: answer
             for key, answer in kept.answers.items()
-            if answer.generations == tuple(now.get(name, state.generation(name)) for name in answer.read)
+            if answer.generations == tuple(now[name] for name in answer.read)
         }
         kept.reductions = {
             key: known
             for key, known in kept.reductions.items()
-            if known[0] == tuple(now.get(name, state.generation(name)) for name in sorted(key[0]))
+            if known[0] == tuple(now[name] for name in sorted(key[0]))
         }
 
         def finds(subset: frozenset[str], wanted: Collection[CoverKey]) -> set[CoverKey]:

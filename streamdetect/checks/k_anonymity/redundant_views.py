@@ -37,7 +37,7 @@ procedure drops such rows).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 import polars as pl
@@ -57,14 +57,7 @@ def without_redundant_views(
 ) -> frozenset[str]:
     """``subset`` without views redundant for ``pair`` (module docstring), one at a time in name order until
     none is: a subset whose check finds for ``pair`` the covers ``subset``'s finds."""
-    current = set(subset)
-    while True:
-        removable = next(
-            (name for name in sorted(current) if _redundant(name, current - {name}, pair, views, seen, kept)), None
-        )
-        if removable is None:
-            return frozenset(current)
-        current.discard(removable)
+    return _reduced(subset, lambda name, others: _redundant(name, others, pair, views, seen, kept))
 
 
 def _redundant(  # noqa: PLR0917 -- private; the reduction passes its whole context
@@ -103,11 +96,15 @@ def without_redundant_views_in_rows(
 ) -> frozenset[str]:
     """``subset`` without views redundant for ``pair`` under selections (module docstring), from the views'
     kept rows (``rows``; a view missing has none), one at a time in name order until none is."""
+    return _reduced(subset, lambda name, others: _redundant_in_rows(name, others, pair, views, rows))
+
+
+def _reduced(subset: frozenset[str], redundant: Callable[[str, set[str]], bool]) -> frozenset[str]:
+    """``subset`` without the views ``redundant(view, the others)`` says it can leave out, one at a time in
+    name order until none is (each test reads the views left)."""
     current = set(subset)
     while True:
-        removable = next(
-            (name for name in sorted(current) if _redundant_in_rows(name, current - {name}, pair, views, rows)), None
-        )
+        removable = next((name for name in sorted(current) if redundant(name, current - {name})), None)
         if removable is None:
             return frozenset(current)
         current.discard(removable)
