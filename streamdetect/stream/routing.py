@@ -155,8 +155,9 @@ class Units:
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
             self.resent.setdefault(self.plan.partition_of(unit), []).extend(found.take_resent())
+            opened = found.take_restored_open()
             if self.on_restored is not None:
-                self.on_restored(found.restored_open)
+                self.on_restored(opened)
         return found
 
     def _refuse_stale(self) -> None:

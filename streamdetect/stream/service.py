@@ -173,8 +173,8 @@ class DetectorService:
         #: the events to send again after a restore (:meth:`take_resent`).
         self.announced: bytes | None = None
         self.resent: list[tuple[bytes, bytes | None]] = []
-        #: The findings open in the state the last restore rebuilt (the worker's open-findings gauge
-        #: starts from them).
+        #: The findings open in the state the last restore rebuilt, until taken (:meth:`take_restored_open`:
+        #: the worker's open-findings gauge starts from them).
         self.restored_open: list[Any] = []
 
     @property
@@ -280,6 +280,12 @@ class DetectorService:
         gone = [(check, finding_id) for check, finding_id in sorted(cleared) if finding_id not in open_now]
         still = [open_now[finding_id] for finding_id in sorted(raised) if finding_id in open_now]
         return cleared_again(gone, read) + finding_events(still, "raised", read, said["batches"])
+
+    def take_restored_open(self) -> list[Any]:
+        """The findings open in the state the last restore rebuilt (:meth:`_reopen`), once: the service
+        does not keep them after."""
+        found, self.restored_open = self.restored_open, []
+        return found
 
     def take_resent(self) -> list[tuple[bytes, bytes | None]]:
         """The events to send again since the last restore (:meth:`_announced_again`), once."""

@@ -116,7 +116,7 @@ async def restored(service: DetectorService, out: Outputs) -> bool:
         out.refuse(refused)
         return False
     # The findings open in the restored state are open now: the gauge counts them from here.
-    out.metrics.reopened(service.restored_open)
+    out.metrics.reopened(service.take_restored_open())
     announced = service.status(Outcome(events=service.take_resent()))
     await out.deliver(announced, At(0, "the restored state"))
     out.metrics.status(announced)
