@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -85,6 +86,9 @@ class Detector:
         #: and whether a piece says so already (:meth:`changes`).
         self.table_seen = False
         self._table_written = False
+        #: Seconds each check took to fold the last batch in (its update and findings), by check: what a
+        #: worker's per-check time metric counts.
+        self.check_seconds: dict[str, float] = {}
 
     def validate(self, batch: Batch) -> None:
         """Refuse a batch that names an unknown view, whose frames do not hold exactly the view's attributes,
@@ -142,7 +146,13 @@ class Detector:
         for _, frame in _frames(batch):
             for column, dtype in frame.schema.items():
                 self.dtypes.setdefault(column, dtype)
-        deltas = {name: check.update(self.states[name], folded, progress) for name, check in self.checks.items()}
+        deltas: dict[str, Delta[Any]] = {}
+        seconds: dict[str, float] = {}
+        for name, check in self.checks.items():
+            began = time.perf_counter()
+            deltas[name] = check.update(self.states[name], folded, progress)
+            seconds[name] = time.perf_counter() - began
+        self.check_seconds = seconds
         if batch.table is not None or batch.retracted_table is not None:
             self.table_seen = True
         if step is not None:

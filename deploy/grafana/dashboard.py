@@ -58,6 +58,11 @@ PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "Time folding records in, per check (cores busy)",
+        "percentunit",
+        [("sum by (check) (rate(streamdetect_check_seconds_total[5m]))", "{{check}}")],
+    ),
+    (
         "Consumer lag (records not yet read)",
         "short",
         [("sum by (topic) (streamdetect_consumer_lag)", "{{topic}}")],

@@ -76,6 +76,12 @@ def _quantile(samples: Mapping[str, float], histogram: str, fraction: float) -> 
     return None
 
 
+def check_seconds(samples: Mapping[str, float]) -> dict[str, float]:
+    """Seconds the workers spent in each check (``streamdetect_check_seconds_total``), by check."""
+    prefix = 'streamdetect_check_seconds_total{check="'
+    return {name[len(prefix) : -2]: value for name, value in samples.items() if name.startswith(prefix)}
+
+
 def quantiles(samples: Mapping[str, float], histogram: str, *fractions: float) -> dict[str, float | None]:
     """``p50``, ``p99``...: the estimates of :func:`_quantile`, each with its bucket's bound
     (``p99_le``)."""
@@ -253,6 +259,8 @@ class _Run:
             "folded_rows_per_second": streamed / (folded - began) if partitions == 1 else None,
             "detection_latency_s": quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
             "batch_s": quantiles(samples, "streamdetect_batch_processing_seconds", 0.99),
+            # The workers' time in each check over the measured stream (their per-check time counter).
+            "check_s": check_seconds(samples),
             "findings": len(findings),
             "same_as_check": set(findings) == expected,
             "incomplete": incomplete,

@@ -573,6 +573,9 @@ def stream_command(
     )
     if outcome["table_rows"]:
         click.echo(f"the rows include {outcome['table_rows']:,} of the private table, on its own topic")
+    if outcome["check_s"]:
+        spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sorted(outcome["check_s"].items()))
+        click.echo(f"time in each check, workers together: {spent}")
     for name, why in outcome["incomplete"].items():
         click.echo(f"warning: the worker reports {name} incomplete: {why}", err=True)
 

@@ -60,6 +60,12 @@ class WorkerMetrics(WorkerSensor):
             "Time to fold one record, or the records taken together, into the detector.",
             registry=r,
         )
+        self.check_seconds = Counter(
+            "streamdetect_check_seconds",
+            "Seconds spent folding records into each check's state (its update and its findings).",
+            ["check"],
+            registry=r,
+        )
         self.latency = Histogram(
             "streamdetect_detection_latency_seconds",
             "From the publication time of the record that raised a finding to its event on the findings topic.",
@@ -172,6 +178,8 @@ class WorkerMetrics(WorkerSensor):
         if outcome.merged:  # folded with a later record of its run, which counts the run's effects
             return
         self.batch_seconds.observe(seconds)
+        for check, spent in outcome.check_seconds.items():
+            self.check_seconds.labels(check).inc(spent)
         self.stored(outcome)
         # Latency runs from the earliest record folded in with this one (an upper bound when several were).
         self.findings(outcome.raised, outcome.cleared, outcome.earliest or publication.published)

@@ -368,4 +368,6 @@ def _merged(read: Publication, outcomes: Sequence[Outcome]) -> Outcome:
         merged.cleared += outcome.cleared
         merged.universal += outcome.universal
         merged.take_status(outcome)
+        for check, seconds in outcome.check_seconds.items():  # a check's units together
+            merged.check_seconds[check] = merged.check_seconds.get(check, 0.0) + seconds
     return merged

@@ -92,6 +92,8 @@ class Outcome:
     #: The checks that cannot see an input they need, with why (:meth:`Detector.incomplete`), when that
     #: changed with this record (its status events are among ``events``); None: unchanged.
     incomplete: dict[str, str] | None = None
+    #: Seconds each check took to fold the record in (with the records taken with it), by check.
+    check_seconds: dict[str, float] = field(default_factory=dict)
     #: The checks whose status ``incomplete`` reports (those that read the table, of the services that
     #: reported): a check not listed is neither seen nor blind by this outcome.
     reporting: tuple[str, ...] = ()
@@ -382,6 +384,7 @@ class DetectorService:
         delta = self.detector.update(batch)
         earliest = min(r.published for r in reads)
         outcome = Outcome(publication=read, raised=tuple(delta.raised), cleared=tuple(delta.cleared), earliest=earliest)
+        outcome.check_seconds = dict(self.detector.check_seconds)
         batches = [r.batch_id for r in reads] if len(reads) > 1 else None
         outcome.events = [*finding_events(delta.cleared, "cleared", read, batches)]
         # Then a tombstone per cleared finding: the compacted findings topic keeps the open ones only.

@@ -211,3 +211,6 @@ def test_bench_stream_measures_a_worker_and_checks_its_findings(
     assert outcome["findings"] == 7
     assert outcome["rows_per_second"] > 0
     assert outcome["detection_latency_s"]["p99"] is not None
+    # The worker's time in each check over the measured rows, from its per-check counter.
+    assert set(outcome["check_s"]) == {"linkage"}
+    assert outcome["check_s"]["linkage"] > 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from streamdetect.bench.stream import _quantile, quantiles
-from streamdetect.stream.metrics import samples
+from streamdetect.bench.stream import _quantile, check_seconds, quantiles
+from streamdetect.stream.metrics import WorkerMetrics, samples
 
 NAME = "streamdetect_detection_latency_seconds"
 
@@ -39,3 +39,12 @@ def test_no_samples_or_a_quantile_past_the_last_bound_gives_none() -> None:
         "p99": None,
         "p99_le": None,
     }
+
+
+def test_the_time_in_each_check_is_read_per_check_from_the_counter() -> None:
+    metrics = WorkerMetrics()
+    metrics.check_seconds.labels("linkage").inc(1.5)
+    metrics.check_seconds.labels("k-anonymity").inc(0.25)
+    metrics.check_seconds.labels("linkage").inc(0.5)
+    found = samples(generate_latest(metrics.registry).decode())
+    assert check_seconds(found) == {"linkage": 2.0, "k-anonymity": 0.25}

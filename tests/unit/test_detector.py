@@ -230,3 +230,19 @@ def test_a_registration_says_it_keeps_the_views_rows_exactly_when_its_check_does
     for name, registration in REGISTRY.items():
         check = registration.build(topology, 2, None)
         assert isinstance(check, KeepsRows) == registration.keeps_rows, name
+
+
+def test_each_update_times_every_check_it_folds_the_batch_into() -> None:
+    """The seconds each check took to fold the last batch in, by check (a worker's per-check time metric);
+    a batch the Detector refuses times nothing."""
+    topology = load_topology(TOPOLOGY)
+    views = load_views(topology)
+    detector = Detector(topology, ["linkage", "k-anonymity"])
+    assert detector.check_seconds == {}
+    detector.update(Batch(views=views))
+    timed = detector.check_seconds
+    assert set(timed) == {"linkage", "k-anonymity"}
+    assert all(seconds > 0 for seconds in timed.values())
+    with pytest.raises(TopologyError):
+        detector.update(Batch(views={"v9": views["v1"]}))
+    assert detector.check_seconds is timed

@@ -122,6 +122,43 @@ def test_the_open_findings_gauge_follows_the_units_a_worker_holds() -> None:
     assert _open_gauge(metrics) == 0
 
 
+@pytest.mark.parametrize(
+    ("topology", "partitions", "checks"),
+    [("yao-figure2.yaml", 3, {"linkage", "k-anonymity"}), ("dou-patients.yaml", 1, {"linkage"})],
+    ids=["a-unit-per-partition", "two-identifiers-in-one-partition"],
+)
+def test_the_time_in_each_check_is_counted_per_check_with_its_units_together(
+    topology: str, partitions: int, checks: set[str]
+) -> None:
+    """A routed record's outcome carries the seconds each check took in the units that folded it, a check's
+    units in one partition added together, and the worker's counter takes them per check."""
+    group = _Group(partitions, ROOT / "topologies" / topology)
+    metrics = WorkerMetrics()
+    views = load_views(group.topology)
+    spent: dict[str, float] = {}
+    for name, frame in views.items():
+        value, headers = _record(name, frame, f"{name}-all")
+        routed = group.router.handle(value, [h for h in headers if h[0] != HEADER_VIEW], name)
+        for partition, body, named in routed.records:
+            timed = {unit: id(service.detector.check_seconds) for unit, service in group.units.services.items()}
+            outcome = group.units.handle(body, named, partition)
+            metrics.folded(outcome, 0.0)
+            # The units that folded the record timed it anew: their checks' seconds, added up.
+            expected: dict[str, float] = {}
+            for unit, service in group.units.services.items():
+                if timed.get(unit) != id(service.detector.check_seconds):
+                    for check, seconds in service.detector.check_seconds.items():
+                        expected[check] = expected.get(check, 0.0) + seconds
+            assert outcome.check_seconds == pytest.approx(expected)
+            for check, seconds in outcome.check_seconds.items():
+                spent[check] = spent.get(check, 0.0) + seconds
+    assert set(spent) == set(group.plan.checks) == checks
+    for check, seconds in spent.items():
+        assert seconds > 0
+        counted = metrics.registry.get_sample_value("streamdetect_check_seconds_total", {"check": check})
+        assert counted == pytest.approx(seconds)
+
+
 def test_a_refused_batch_changes_no_unit() -> None:
     group = _Group(3)  # buckets: SSN's two buckets differ on v1, Name's units see v1 whole
     views = load_views(group.topology)
