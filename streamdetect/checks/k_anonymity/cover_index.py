@@ -247,7 +247,7 @@ class CoverIndex:
                 codes: self.minimal.pop((identifier, sensitive, code, codes)) for codes in self.kept.pop(value, ())
             }
             covers = self.covers.get(value)
-            kept = {codes for codes in covers if not any(other < codes for other in covers)} if covers else set()
+            kept = _minimal(covers) if covers else set()
             for codes in kept:
                 cover = (identifier, sensitive, code, codes)
                 holders = self.minimal[cover] = frozenset(self.counts[cover])
@@ -266,6 +266,13 @@ class CoverIndex:
             self.log.append((before_version, self.version, moved))
             if len(self.log) > LOGGED_VERSIONS:
                 del self.log[: len(self.log) - LOGGED_VERSIONS]
+
+
+def _minimal(covers: set[frozenset[int]]) -> set[frozenset[int]]:
+    """The covers no other of them is a strict subset of. Those of the smallest size are minimal without a
+    comparison (at k = 2 every cover has one value: all of them)."""
+    smallest = min(len(codes) for codes in covers)
+    return {codes for codes in covers if len(codes) == smallest or not any(other < codes for other in covers)}
 
 
 def _column(held: HeldValues, positions: np.ndarray[Any, Any], column: int) -> np.ndarray[Any, Any]:
