@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from streamdetect.bench.incremental import micro_batches, run_incremental, taken_together
+from streamdetect.check_plan import SNAPSHOT_VERSION
 from streamdetect.checks.registry import REGISTRY
-from streamdetect.detector import Detector
+from streamdetect.detector import SNAPSHOT_MAGIC, Detector
 from streamdetect.engine import CHECKS, needs_table, run_checks
 from streamdetect.errors import StateError, TopologyError
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
 from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import frame_to_text
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
 
@@ -84,6 +88,33 @@ def test_a_snapshot_restores_the_same_findings() -> None:
     assert sorted(f.id for f in restored.update(Batch(views={"v2": views["v2"]})).raised) == sorted(
         f.id for f in detector.update(Batch(views={"v2": views["v2"]})).raised
     )
+
+
+def test_a_snapshot_written_before_as_json_still_restores_and_one_cut_short_is_refused() -> None:
+    """Snapshots were a JSON envelope with each state in base64 (a state table kept across an upgrade holds
+    one); they are binary now, and one cut short, or with bytes after its states, is refused."""
+    detector, _ = _loaded()
+    snapshot = detector.snapshot()
+    assert snapshot.startswith(SNAPSHOT_MAGIC)
+    before = {
+        "version": SNAPSHOT_VERSION,
+        "fingerprint": detector.fingerprint,
+        "states": {
+            name: base64.b64encode(check.encode(detector.states[name])).decode()
+            for name, check in detector.checks.items()
+        },
+        "dtypes": frame_to_text(pl.DataFrame(schema=detector.dtypes)),
+        "inputs": [],
+    }
+    expected = sorted(f.id for f in detector.findings())
+    for data in (snapshot, json.dumps(before).encode()):
+        restored = Detector(load_topology(TOPOLOGY))
+        restored.restore(data)
+        assert sorted(f.id for f in restored.findings()) == expected
+        assert restored.snapshot() == snapshot
+    for spoiled in (snapshot[:-1], snapshot + b"\0", snapshot[: len(SNAPSHOT_MAGIC) + 4]):
+        with pytest.raises(StateError, match="not a detector snapshot"):
+            Detector(load_topology(TOPOLOGY)).restore(spoiled)
 
 
 def test_restoring_under_another_k_or_topology_is_refused() -> None:
