@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 import streamdetect
-from streamdetect.bench.stream import quantiles
+from streamdetect.bench.stream import check_seconds, quantiles
 from streamdetect.errors import TopologyError
 from streamdetect.io import postgres
 from streamdetect.io.topology_file import load_topology
@@ -114,6 +114,8 @@ def run_capture_bench(
                 "captured_per_second": changed / (captured - began),
                 "folded_per_second": changed / (folded - began),
                 "detection_latency_s": quantiles(samples, "streamdetect_detection_latency_seconds", 0.5, 0.99),
+                # The worker's time in each check over the changes (its per-check time counter).
+                "check_s": check_seconds(samples),
                 "findings": len(findings),
                 "same_as_check": set(findings) == expected,
                 "incomplete": incomplete,

@@ -573,9 +573,7 @@ def stream_command(
     )
     if outcome["table_rows"]:
         click.echo(f"the rows include {outcome['table_rows']:,} of the private table, on its own topic")
-    if outcome["check_s"]:
-        spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sorted(outcome["check_s"].items()))
-        click.echo(f"time in each check, workers together: {spent}")
+    _echo_check_seconds(outcome)
     for name, why in outcome["incomplete"].items():
         click.echo(f"warning: the worker reports {name} incomplete: {why}", err=True)
 
@@ -635,6 +633,14 @@ def capture_command(
         f"p99 {_seconds(latency['p99'])} (<= {latency['p99_le']}); {outcome['findings']:,} open findings, "
         f"{'the same as' if outcome['same_as_check'] else 'NOT the same as'} check's on the database"
     )
+    _echo_check_seconds(outcome)
+
+
+def _echo_check_seconds(outcome: dict[str, Any]) -> None:
+    """The workers' seconds in each check over the measured stream, when they counted any."""
+    if outcome["check_s"]:
+        spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sorted(outcome["check_s"].items()))
+        click.echo(f"time in each check, workers together: {spent}")
 
 
 def _seconds(value: float | None) -> str:
