@@ -17,8 +17,6 @@ from :mod:`streamdetect.checks.registry`; nothing here switches on check names.
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,7 +28,7 @@ from streamdetect.checks.findings import Delta
 from streamdetect.checks.protocol import Check, CheckSummary, KeepsRows, ProgressFactory
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import frame_from_text, frame_to_text
+from streamdetect.model.codecs import as_bytes, as_frame, decode_document, encode_document
 from streamdetect.model.topology import Topology
 from streamdetect.windowing import Step, Window
 
@@ -40,10 +38,6 @@ WINDOW_KEY = "window"
 INPUTS_KEY = "inputs"
 #: What a check that reads the private table lacks until a batch of it arrives.
 NO_TABLE = "no row of the private table has arrived"
-#: The first bytes of a snapshot (:meth:`Detector.snapshot`), then the header's length (8 bytes, big-endian),
-#: the header (JSON) and each check's state bytes as its codec wrote them, in the header's order.
-SNAPSHOT_MAGIC = b"streamdetect snapshot\n"
-_LENGTH_BYTES = 8
 
 
 class Detector:
@@ -244,32 +238,30 @@ class Detector:
         A detector restored from it counts everything it holds as written: take :meth:`changes` before a
         snapshot, or a replica fed only pieces sees a gap (refused, never silent).
 
-        Binary (:data:`SNAPSHOT_MAGIC`): a JSON header (version, fingerprint, each state's name and length,
-        column types, inputs seen, window) and the states' bytes as their codecs wrote them. The JSON
-        envelope before it, each state in base64, held the states' text three times over while it was
-        written (the base64 texts, the JSON text, its bytes) and a third larger: on BP at 452,220 rows per
-        view, one linkage unit's snapshot took its process from 620 MB to 1,061 MB (194 MB written), and
-        takes it from 646 MB to 961 MB now (145 MB). Restore reads that envelope too (snapshots written
-        before).
+        A binary document (:func:`~streamdetect.model.codecs.encode_document`): the version, the fingerprint,
+        each check's state bytes as its codec writes them (documents too, their frames as Arrow IPC), the
+        column types, the inputs seen, the window; nothing in base64. Restore also reads the JSON envelope
+        with base64 states that snapshots were before (a state table kept across an upgrade).
         """
-        states = [(name, check.encode(self.states[name])) for name, check in self.checks.items()]
-        header: dict[str, Any] = {
+        document: dict[str, Any] = {
             "version": SNAPSHOT_VERSION,
             "fingerprint": self.fingerprint,
-            "states": [[name, len(data)] for name, data in states],
-            # The column types earlier batches fixed, as an empty frame's schema (Arrow IPC).
-            "dtypes": frame_to_text(pl.DataFrame(schema=self.dtypes)),
+            "states": {name: check.encode(self.states[name]) for name, check in self.checks.items()},
+            # The column types earlier batches fixed, as an empty frame's schema.
+            "dtypes": pl.DataFrame(schema=self.dtypes),
             "inputs": ["table"] if self.table_seen else [],
         }
         if self.window is not None:
-            header["window"] = self.window.to_document()
-        head = json.dumps(header).encode()
-        return b"".join([SNAPSHOT_MAGIC, len(head).to_bytes(_LENGTH_BYTES, "big"), head, *(data for _, data in states)])
+            document["window"] = self.window.to_document()
+        return encode_document(document)
 
     def restore(self, data: bytes) -> None:
         """Replace every state by a snapshot's; refused (:class:`StateError`) when the snapshot was taken
         under another topology, other checks or thresholds, or another state version."""
-        document, states = _read_snapshot(data)
+        try:
+            document = decode_document(data)
+        except ValueError as exc:  # a JSON error, undecodable text, bytes cut short
+            raise StateError(f"not a detector snapshot: {exc}") from None
         if document.get("version") != SNAPSHOT_VERSION:
             raise StateError(f"snapshot version {document.get('version')!r}; this version reads {SNAPSHOT_VERSION}")
         if document.get("fingerprint") != self.fingerprint:
@@ -278,55 +270,19 @@ class Detector:
                 f"bound (fingerprint {document.get('fingerprint')!r}, expected {self.fingerprint!r}): "
                 "restoring it would give wrong answers"
             )
+        states = document.get("states", {})
         if set(states) != set(self.checks):
             raise StateError(f"the snapshot holds states of {', '.join(sorted(states))}, not of the checks run")
         try:
-            decoded = {name: self.checks[name].decode(state) for name, state in states.items()}
-            dtypes = dict(frame_from_text(document["dtypes"]).schema) if "dtypes" in document else {}
+            decoded = {name: self.checks[name].decode(as_bytes(state)) for name, state in states.items()}
+            dtypes = dict(as_frame(document["dtypes"]).schema) if "dtypes" in document else {}
             window = Window.from_document(self.window.seconds, document["window"]) if self.window is not None else None
-        except (ValueError, KeyError, OSError) as exc:
+        except (ValueError, KeyError, OSError, TypeError) as exc:
             raise StateError(f"a state of the snapshot cannot be read: {exc}") from None
         self.states = decoded
         self.dtypes = dtypes
         self.window = window
         self.table_seen = self._table_written = "table" in document.get("inputs", [])
-
-
-def _read_snapshot(data: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """A snapshot's header and its states' bytes by check: the binary form :meth:`Detector.snapshot` writes,
-    or the JSON envelope of the snapshots written before it (each state in base64). Raises
-    :class:`StateError` when the bytes are neither, or are cut short."""
-    if not data.startswith(SNAPSHOT_MAGIC):
-        try:
-            document = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StateError(f"not a detector snapshot: {exc}") from None
-        if not isinstance(document, dict):
-            raise StateError("not a detector snapshot: a JSON value that is not an object")
-        try:
-            states = {name: base64.b64decode(text) for name, text in document.get("states", {}).items()}
-        except (ValueError, TypeError) as exc:
-            raise StateError(f"a state of the snapshot cannot be read: {exc}") from None
-        return document, states
-    start = len(SNAPSHOT_MAGIC)
-    length = int.from_bytes(data[start : start + _LENGTH_BYTES], "big")
-    start += _LENGTH_BYTES
-    try:
-        document = json.loads(data[start : start + length])
-        sizes = [(str(name), int(size)) for name, size in document["states"]]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise StateError(f"not a detector snapshot: its header cannot be read ({exc})") from None
-    start += length
-    if start + sum(size for _, size in sizes) != len(data):
-        raise StateError(
-            f"not a detector snapshot: its states come to {len(data) - start} bytes, its header says "
-            f"{sum(size for _, size in sizes)} (cut short, or not one snapshot)"
-        )
-    states = {}
-    for name, size in sizes:
-        states[name] = data[start : start + size]
-        start += size
-    return document, states
 
 
 def _frames(batch: Batch) -> list[tuple[str, pl.DataFrame]]:

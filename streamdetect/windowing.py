@@ -43,7 +43,7 @@ from typing import Any
 import polars as pl
 
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import frame_from_ipc, frame_from_text, frame_to_ipc, frame_to_text
+from streamdetect.model.codecs import as_frame, frame_from_ipc, frame_to_ipc
 
 #: Version of the window's state pieces and snapshot document.
 WINDOW_VERSION = 1
@@ -178,13 +178,13 @@ class Window:
         self.order = _order(self.publications)
 
     def to_document(self) -> dict[str, Any]:
-        """The whole window, for a snapshot."""
+        """The whole window, for a snapshot (a document: its publications' rows as frames)."""
         return {
             "version": WINDOW_VERSION,
             "now": self.now,
             "next": self.next_number,
             "publications": [
-                [number, publication.time, publication.view, frame_to_text(publication.rows)]
+                [number, publication.time, publication.view, publication.rows]
                 for number, publication in self.publications.items()
             ],
         }
@@ -194,8 +194,8 @@ class Window:
         """Inverse of :meth:`to_document`; ``ValueError`` for another version."""
         _versioned(document)
         window = cls(seconds, now=document["now"], next_number=int(document["next"]))
-        for number, time, view, text in document["publications"]:
-            window.publications[int(number)] = Publication(float(time), str(view), frame_from_text(text))
+        for number, time, view, rows in document["publications"]:
+            window.publications[int(number)] = Publication(float(time), str(view), as_frame(rows))
         window.order = _order(window.publications)
         return window
 

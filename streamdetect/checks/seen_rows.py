@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from streamdetect.model.codecs import frame_from_text, frame_to_text
+from streamdetect.model.codecs import as_frame
 from streamdetect.relational import code_arrays, small_joins
 from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
@@ -251,7 +251,7 @@ class SeenRows:
         return replay
 
     def to_document(self) -> dict[str, Any]:
-        """JSON-ready form (frames as base64 Arrow IPC)."""
+        """A document of the rows (:func:`~streamdetect.model.codecs.encode_document`: frames as they are)."""
         dictionaries = pl.DataFrame(
             [
                 pl.Series(name, [values.to_list()], dtype=pl.List(values.dtype))
@@ -259,19 +259,19 @@ class SeenRows:
             ]
         )
         return {
-            "rows": {name: frame_to_text(frame) for name, frame in self.rows.items()},
-            "counts": {name: frame_to_text(self._counts(name).to_frame()) for name in self.rows},
+            "rows": dict(self.rows),
+            "counts": {name: self._counts(name).to_frame() for name in self.rows},
             "logged": dict(self.logged),
-            "dictionaries": frame_to_text(dictionaries),
+            "dictionaries": dictionaries,
         }
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], record: bool = False) -> SeenRows:
         """Inverse of :meth:`to_document`."""
-        dictionaries = frame_from_text(document["dictionaries"])
-        counts = {name: frame_from_text(text).to_series() for name, text in document.get("counts", {}).items()}
+        dictionaries = as_frame(document["dictionaries"])
+        counts = {name: as_frame(frame).to_series() for name, frame in document.get("counts", {}).items()}
         seen = cls(
-            rows={name: frame_from_text(text) for name, text in document["rows"].items()},
+            rows={name: as_frame(frame) for name, frame in document["rows"].items()},
             dictionaries={name: dictionaries.get_column(name).explode().alias(name) for name in dictionaries.columns},
             counts=counts,
             record=record,

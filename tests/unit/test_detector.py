@@ -13,13 +13,13 @@ import pytest
 from streamdetect.bench.incremental import micro_batches, run_incremental, taken_together
 from streamdetect.check_plan import SNAPSHOT_VERSION
 from streamdetect.checks.registry import REGISTRY
-from streamdetect.detector import SNAPSHOT_MAGIC, Detector
+from streamdetect.detector import Detector
 from streamdetect.engine import CHECKS, needs_table, run_checks
 from streamdetect.errors import StateError, TopologyError
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import frame_to_text
+from streamdetect.model.codecs import DOCUMENT_MAGIC, frame_to_text
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
 
@@ -95,7 +95,7 @@ def test_a_snapshot_written_before_as_json_still_restores_and_one_cut_short_is_r
     one); they are binary now, and one cut short, or with bytes after its states, is refused."""
     detector, _ = _loaded()
     snapshot = detector.snapshot()
-    assert snapshot.startswith(SNAPSHOT_MAGIC)
+    assert snapshot.startswith(DOCUMENT_MAGIC)
     before = {
         "version": SNAPSHOT_VERSION,
         "fingerprint": detector.fingerprint,
@@ -112,7 +112,7 @@ def test_a_snapshot_written_before_as_json_still_restores_and_one_cut_short_is_r
         restored.restore(data)
         assert sorted(f.id for f in restored.findings()) == expected
         assert restored.snapshot() == snapshot
-    for spoiled in (snapshot[:-1], snapshot + b"\0", snapshot[: len(SNAPSHOT_MAGIC) + 4]):
+    for spoiled in (snapshot[:-1], snapshot + b"\0", snapshot[: len(DOCUMENT_MAGIC) + 4]):
         with pytest.raises(StateError, match="not a detector snapshot"):
             Detector(load_topology(TOPOLOGY)).restore(spoiled)
 

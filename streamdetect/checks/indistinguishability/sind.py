@@ -34,7 +34,6 @@ the domain; certainty is recomputed per update (it depends on every view's count
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -51,7 +50,7 @@ from streamdetect.checks.indistinguishability.private_values import (
     build_oracle,
 )
 from streamdetect.errors import TopologyError
-from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
+from streamdetect.model.codecs import as_frame, encode_document, versioned_document
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.bags import remove_occurrences
@@ -135,15 +134,14 @@ class SindState:
     partitions: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
-        """Serialize (JSON envelope with an Arrow IPC frame)."""
-        rows = frame_to_text(self.rows) if self.rows is not None else None
-        return json.dumps({"version": self.VERSION, "rows": rows, "written": self.log.written}).encode()
+        """Serialize (a versioned document with an Arrow IPC frame)."""
+        return encode_document({"version": self.VERSION, "rows": self.rows, "written": self.log.written})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SindState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "table rows")
-        rows = frame_from_text(document["rows"]) if document["rows"] is not None else None
+        rows = as_frame(document["rows"]) if document["rows"] is not None else None
         return cls(rows=rows, log=BatchLog(written=document["written"]))
 
     def without(self, withdrawn: pl.DataFrame | None, columns: Sequence[str]) -> pl.DataFrame | None:

@@ -22,7 +22,6 @@ its stable id. Cost per (u, ID, P): two capped eliminations over all views.
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -42,7 +41,7 @@ from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRela
 from streamdetect.checks.k_anonymity.repeated_projections import firsts_only
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
-from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
+from streamdetect.model.codecs import as_frame, encode_document, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
 from streamdetect.relational.linked_values import Plan, SharedWork, cap_grown, in_memory, linked_values
@@ -125,14 +124,14 @@ class AssociationCoverState:
         return diff(before, after)
 
     def to_bytes(self) -> bytes:
-        """Serialize (JSON envelope with Arrow IPC frames)."""
+        """Serialize (a versioned document with Arrow IPC frames)."""
         document = {
             "version": self.VERSION,
             "seen": self.seen.to_document(),
-            "sets": [[*key, frame_to_text(frame)] for key, frame in self.sets.items()],
+            "sets": [[*key, frame] for key, frame in self.sets.items()],
             "written": self.log.written,
         }
-        return json.dumps(document).encode()
+        return encode_document(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> AssociationCoverState:
@@ -140,7 +139,7 @@ class AssociationCoverState:
         document = versioned_document(data, cls.VERSION, "association-cover")
         return cls(
             seen=SeenRows.from_document(document["seen"]),
-            sets={(u, e, s, t): frame_from_text(text) for u, e, s, t, text in document["sets"]},
+            sets={(u, e, s, t): as_frame(frame) for u, e, s, t, frame in document["sets"]},
             log=BatchLog(written=document["written"]),
         )
 

@@ -9,7 +9,6 @@ the same code; each update recomputes the result and returns what it raised and 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -18,7 +17,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, Finding, diff
-from streamdetect.model.codecs import frame_from_text, frame_to_text, versioned_document
+from streamdetect.model.codecs import as_frame, encode_document, versioned_document
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.bags import remove_occurrences
 
@@ -51,14 +50,14 @@ class RowsState:
         return self.generations.get(name, 0)
 
     def to_bytes(self) -> bytes:
-        """Serialize (JSON envelope with Arrow IPC frames)."""
+        """Serialize (a versioned document with Arrow IPC frames)."""
         document = {
             "version": self.VERSION,
-            "views": {name: frame_to_text(frame) for name, frame in self.views.items()},
-            "table": frame_to_text(self.table) if self.table is not None else None,
+            "views": dict(self.views),
+            "table": self.table,
             "written": self.log.written,
         }
-        return json.dumps(document).encode()
+        return encode_document(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RowsState:
@@ -66,8 +65,8 @@ class RowsState:
         document = versioned_document(data, cls.VERSION, "rows")
         table = document["table"]
         return cls(
-            views={name: frame_from_text(text) for name, text in document["views"].items()},
-            table=frame_from_text(table) if table is not None else None,
+            views={name: as_frame(frame) for name, frame in document["views"].items()},
+            table=as_frame(table) if table is not None else None,
             log=BatchLog(written=document["written"]),
         )
 

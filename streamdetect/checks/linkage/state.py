@@ -18,7 +18,7 @@ import polars as pl
 
 from streamdetect.checks.findings import LinkageFinding
 from streamdetect.checks.seen_rows import SeenRows
-from streamdetect.model.codecs import frame_from_ipc, frame_from_text, frame_to_ipc, frame_to_text, versioned_document
+from streamdetect.model.codecs import as_frame, encode_document, frame_from_ipc, frame_to_ipc, versioned_document
 from streamdetect.relational.linked_values import KeptCaps, Plan
 
 #: One boolean per dictionary code (indexed by code).
@@ -285,14 +285,14 @@ class LinkageState:
         self.settled.clear()
 
     def to_bytes(self) -> bytes:
-        """Serialize (JSON envelope with Arrow IPC frames), for Faust tables and checkpoints."""
+        """Serialize (a versioned document with Arrow IPC frames), for Faust tables and checkpoints."""
         document = {
             "version": self.VERSION,
             "seen": self.seen.to_document(),
-            "linked": [[list(key[0]), key[1], key[2], frame_to_text(frame)] for key, frame in self.linked.items()],
+            "linked": [[list(key[0]), key[1], key[2], frame] for key, frame in self.linked.items()],
             "unlinked": {key: value for key, value in self.marks.items() if key.startswith("unlinked/")},
         }
-        return json.dumps(document).encode()
+        return encode_document(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LinkageState:
@@ -300,7 +300,7 @@ class LinkageState:
         document = versioned_document(data, cls.VERSION, "linkage")
         state = cls(
             seen=SeenRows.from_document(document["seen"], record=True),
-            linked={(tuple(views), e, s): frame_from_text(text) for views, e, s, text in document["linked"]},
+            linked={(tuple(views), e, s): as_frame(frame) for views, e, s, frame in document["linked"]},
         )
         # A restored state has written everything it holds: pieces resume from here.
         state.marks = {f"values/{a}": values.len() for a, values in state.seen.dictionaries.items()}

@@ -32,7 +32,7 @@ from streamdetect.checks.findings import Delta, GroupFinding, diff
 from streamdetect.checks.presentation import Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc, versioned_document
+from streamdetect.model.codecs import encode_document, frame_from_ipc, frame_to_ipc, versioned_document
 from streamdetect.model.topology import Topology
 
 Criterion = Literal["table-k-anonymity", "l-diversity"]
@@ -354,25 +354,26 @@ class TableAnonymity:
         return findings
 
     def encode(self, state: AnonymityState) -> bytes:
-        """The counts, one Arrow IPC frame per relation (versioned JSON envelope)."""
+        """The counts, one frame per relation (a versioned document)."""
         document = {
             "version": AnonymityState.VERSION,
             "relations": {
-                label: frame_to_ipc(_counts_frame(self.relations[label or None], counts)).hex()
+                label: _counts_frame(self.relations[label or None], counts)
                 for label, counts in state.relations.items()
                 if not counts.empty
             },
             "written": state.written,
         }
-        return json.dumps(document).encode()
+        return encode_document(document)
 
     def decode(self, data: bytes) -> AnonymityState:
         """Inverse of :meth:`encode`; refuses another version."""
         document = versioned_document(data, AnonymityState.VERSION, self.criterion)
         state = AnonymityState(written=document["written"])
-        for label, text in document["relations"].items():
+        for label, written in document["relations"].items():
             relation = self.relations[label or None]
-            frame = frame_from_ipc(bytes.fromhex(text))
+            # A frame, or hex Arrow IPC in a document written before binary documents.
+            frame = written if isinstance(written, pl.DataFrame) else frame_from_ipc(bytes.fromhex(written))
             counts = state.relations.setdefault(label, GroupCounts())
             counts.schema = _schema(relation, frame)
             self._apply(relation, counts, frame)
