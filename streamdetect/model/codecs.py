@@ -37,17 +37,6 @@ def frame_from_ipc(data: bytes) -> pl.DataFrame:
     return pl.read_ipc_stream(io.BytesIO(data))
 
 
-def frame_to_text(frame: pl.DataFrame) -> str:
-    """A frame as base64 Arrow IPC, for JSON text (a state's document holds frames as they are:
-    :func:`encode_document`)."""
-    return base64.b64encode(frame_to_ipc(frame)).decode()
-
-
-def frame_from_text(text: str) -> pl.DataFrame:
-    """Inverse of :func:`frame_to_text`."""
-    return frame_from_ipc(base64.b64decode(text))
-
-
 def encode_document(document: Mapping[str, Any]) -> bytes:
     """A state's document (JSON values, polars frames and bytes anywhere in it) as one binary string: the
     marker :data:`DOCUMENT_MAGIC`, the header's length, the header (JSON: the document with each frame and
@@ -120,7 +109,7 @@ def decode_document(data: bytes) -> dict[str, Any]:
 
 def as_frame(value: pl.DataFrame | str) -> pl.DataFrame:
     """A frame of a decoded document: itself, or base64 Arrow IPC text (a document written before)."""
-    return value if isinstance(value, pl.DataFrame) else frame_from_text(value)
+    return value if isinstance(value, pl.DataFrame) else frame_from_ipc(base64.b64decode(value))
 
 
 def as_bytes(value: bytes | str) -> bytes:

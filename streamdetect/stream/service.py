@@ -383,8 +383,13 @@ class DetectorService:
         known = dict(self.detector.dtypes)
         delta = self.detector.update(batch)
         earliest = min(r.published for r in reads)
-        outcome = Outcome(publication=read, raised=tuple(delta.raised), cleared=tuple(delta.cleared), earliest=earliest)
-        outcome.check_seconds = dict(self.detector.check_seconds)
+        outcome = Outcome(
+            publication=read,
+            raised=tuple(delta.raised),
+            cleared=tuple(delta.cleared),
+            earliest=earliest,
+            check_seconds=dict(self.detector.check_seconds),
+        )
         batches = [r.batch_id for r in reads] if len(reads) > 1 else None
         outcome.events = [*finding_events(delta.cleared, "cleared", read, batches)]
         # Then a tombstone per cleared finding: the compacted findings topic keeps the open ones only.

@@ -19,7 +19,7 @@ from streamdetect.errors import StateError, TopologyError
 from streamdetect.io.sources import load_data, load_views
 from streamdetect.io.topology_file import SUPPORTED_CHECKS, load_topology
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import DOCUMENT_MAGIC, frame_to_text
+from streamdetect.model.codecs import DOCUMENT_MAGIC, frame_to_ipc
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
 
@@ -103,7 +103,7 @@ def test_a_snapshot_written_before_as_json_still_restores_and_one_cut_short_is_r
             name: base64.b64encode(check.encode(detector.states[name])).decode()
             for name, check in detector.checks.items()
         },
-        "dtypes": frame_to_text(pl.DataFrame(schema=detector.dtypes)),
+        "dtypes": base64.b64encode(frame_to_ipc(pl.DataFrame(schema=detector.dtypes))).decode(),
         "inputs": [],
     }
     expected = sorted(f.id for f in detector.findings())

@@ -18,7 +18,6 @@ from streamdetect.model.codecs import (
     decode_document,
     encode_document,
     frame_to_ipc,
-    frame_to_text,
     versioned_document,
 )
 from streamdetect.model.topology import ViewDefinition
@@ -63,7 +62,7 @@ def test_a_document_cut_short_run_on_or_not_one_is_refused() -> None:
 
 def test_a_json_document_with_base64_frames_written_before_reads_as_one() -> None:
     written_before = json.dumps(
-        {"version": 1, "rows": frame_to_text(FRAME), "state": base64.b64encode(b"abc").decode()}
+        {"version": 1, "rows": _text(FRAME), "state": base64.b64encode(b"abc").decode()}
     ).encode()
     document = versioned_document(written_before, 1, "rows")
     assert as_frame(document["rows"]).equals(FRAME)
@@ -92,9 +91,14 @@ def test_states_written_before_as_json_restore_the_same_state() -> None:
 def _texts(value: object) -> object:
     """A decoded document as the JSON codecs wrote it: frames as base64 Arrow IPC text."""
     if isinstance(value, pl.DataFrame):
-        return frame_to_text(value)
+        return _text(value)
     if isinstance(value, dict):
         return {key: _texts(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_texts(item) for item in value]
     return value
+
+
+def _text(frame: pl.DataFrame) -> str:
+    """A frame as the JSON codecs wrote it: base64 Arrow IPC."""
+    return base64.b64encode(frame_to_ipc(frame)).decode()

@@ -115,12 +115,12 @@ class RecomputedSearch:
 
     def _reduced(self, state: RowsState, kept: KeptSearch, subset: frozenset[str], pair: Pair) -> frozenset[str]:
         """``subset`` without its views redundant for ``pair`` (itself without ``definitions``), kept while its
-        views' rows are."""
+        views' rows are (:meth:`forcing` drops the reductions whose views' rows changed)."""
         if self.definitions is None:
             return subset
-        generations = tuple(state.generation(name) for name in sorted(subset))
         known = kept.reductions.get((subset, pair))
-        if known is None or known[0] != generations:
+        if known is None:
+            generations = tuple(state.generation(name) for name in sorted(subset))
             smaller = without_redundant_views_in_rows(subset, pair, self.definitions, state.views)
             known = kept.reductions[(subset, pair)] = (generations, smaller)
         return known[1]
