@@ -28,7 +28,7 @@ from streamdetect.checks.findings import Delta
 from streamdetect.checks.protocol import Check, CheckSummary, KeepsRows, ProgressFactory
 from streamdetect.errors import StateError, TopologyError, UnsupportedCase
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import as_bytes, as_frame, decode_document, encode_document
+from streamdetect.model.codecs import Encoded, as_bytes, as_frame, decode_document, document_parts
 from streamdetect.model.topology import Topology
 from streamdetect.windowing import Step, Window
 
@@ -233,12 +233,18 @@ class Detector:
             raise StateError(str(exc)) from None
 
     def snapshot(self) -> bytes:
-        """Every state, with the fingerprint of the parameters it was built under.
+        """Every state, with the fingerprint of the parameters it was built under (:meth:`snapshot_parts`
+        joined)."""
+        return self.snapshot_parts().joined()
+
+    def snapshot_parts(self) -> Encoded:
+        """Every state, with the fingerprint of the parameters it was built under, as the parts of its
+        bytes: a writer that cuts them into chunks copies the states once.
 
         A detector restored from it counts everything it holds as written: take :meth:`changes` before a
         snapshot, or a replica fed only pieces sees a gap (refused, never silent).
 
-        A binary document (:func:`~streamdetect.model.codecs.encode_document`): the version, the fingerprint,
+        A binary document (:func:`~streamdetect.model.codecs.document_parts`): the version, the fingerprint,
         each check's state bytes as its codec writes them (documents too, their frames as Arrow IPC), the
         column types, the inputs seen, the window; nothing in base64. Restore also reads the JSON envelope
         with base64 states that snapshots were before (a state table kept across an upgrade).
@@ -253,7 +259,7 @@ class Detector:
         }
         if self.window is not None:
             document["window"] = self.window.to_document()
-        return encode_document(document)
+        return document_parts(document)
 
     def restore(self, data: bytes) -> None:
         """Replace every state by a snapshot's; refused (:class:`StateError`) when the snapshot was taken

@@ -252,12 +252,8 @@ class SeenRows:
 
     def to_document(self) -> dict[str, Any]:
         """A document of the rows (:func:`~streamdetect.model.codecs.encode_document`: frames as they are)."""
-        dictionaries = pl.DataFrame(
-            [
-                pl.Series(name, [values.to_list()], dtype=pl.List(values.dtype))
-                for name, values in self.dictionaries.items()
-            ]
-        )
+        # Each dictionary as one list value, built in polars (no Python object per value).
+        dictionaries = pl.DataFrame([values.implode().alias(name) for name, values in self.dictionaries.items()])
         return {
             "rows": dict(self.rows),
             "counts": {name: self._counts(name).to_frame() for name in self.rows},

@@ -7,6 +7,7 @@ import base64
 import io
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -37,20 +38,39 @@ def frame_from_ipc(data: bytes) -> pl.DataFrame:
     return pl.read_ipc_stream(io.BytesIO(data))
 
 
-def encode_document(document: Mapping[str, Any]) -> bytes:
-    """A state's document (JSON values, polars frames and bytes anywhere in it) as one binary string: the
-    marker :data:`DOCUMENT_MAGIC`, the header's length, the header (JSON: the document with each frame and
-    each bytes value replaced by a reference, and their lengths), then the frames as Arrow IPC streams and
-    the bytes as they are. Nothing in base64: states were JSON with base64 frames, a third larger and held
-    in memory three times over while written (the texts, the JSON text, its bytes)."""
-    blobs: list[bytes] = []
+@dataclass(frozen=True)
+class Encoded:
+    """A binary document not joined into one string yet: its parts in order (:func:`document_parts`). A
+    document that holds it as a value takes its parts as they are, and a writer can cut its chunks from
+    them: the state's bytes are never copied into one string only to be copied again."""
+
+    parts: list[bytes | memoryview]
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    def joined(self) -> bytes:
+        """The document's bytes."""
+        return b"".join(self.parts)
+
+
+def document_parts(document: Mapping[str, Any]) -> Encoded:
+    """A state's document (JSON values, polars frames, bytes and :class:`Encoded` documents anywhere in it) as
+    a binary document's parts: the marker :data:`DOCUMENT_MAGIC`, the header's length, the header (JSON:
+    the document with each frame and each byte string replaced by a reference, and their lengths), then the
+    frames as Arrow IPC streams (each writer's own buffer) and the byte strings as they are. Nothing in
+    base64: states were JSON with base64 frames, a third larger and held in memory three times over while
+    written (the texts, the JSON text, its bytes)."""
+    blobs: list[bytes | memoryview | Encoded] = []
 
     def referenced(value: Any) -> Any:
         if isinstance(value, pl.DataFrame):
-            blobs.append(frame_to_ipc(value))
+            buffer = io.BytesIO()
+            value.write_ipc_stream(buffer)
+            blobs.append(buffer.getbuffer())
             return {_FRAME: len(blobs) - 1}
-        if isinstance(value, bytes | bytearray):
-            blobs.append(bytes(value))
+        if isinstance(value, bytes | bytearray | Encoded):
+            blobs.append(value if not isinstance(value, bytearray) else bytes(value))
             return {_BYTES: len(blobs) - 1}
         if isinstance(value, Mapping):
             return {key: referenced(item) for key, item in value.items()}
@@ -59,7 +79,15 @@ def encode_document(document: Mapping[str, Any]) -> bytes:
         return value
 
     header = json.dumps({"document": referenced(document), "blobs": [len(blob) for blob in blobs]}).encode()
-    return b"".join([DOCUMENT_MAGIC, len(header).to_bytes(_LENGTH_BYTES, "big"), header, *blobs])
+    parts: list[bytes | memoryview] = [DOCUMENT_MAGIC, len(header).to_bytes(_LENGTH_BYTES, "big"), header]
+    for blob in blobs:
+        parts += blob.parts if isinstance(blob, Encoded) else [blob]
+    return Encoded(parts)
+
+
+def encode_document(document: Mapping[str, Any]) -> bytes:
+    """:func:`document_parts` joined: the document's bytes."""
+    return document_parts(document).joined()
 
 
 def decode_document(data: bytes) -> dict[str, Any]:

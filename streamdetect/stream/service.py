@@ -24,7 +24,7 @@ from streamdetect.check_plan import CheckPlan
 from streamdetect.detector import Detector
 from streamdetect.errors import StateError, StreamdetectError
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
+from streamdetect.model.codecs import Encoded, frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.events import cleared_again, finding_events, status_events
@@ -40,8 +40,10 @@ from streamdetect.stream.state_log import (
     ANNOUNCED_KEY,
     APPLIED_KEY,
     APPLIED_PREFIX,
+    CHAIN_LINKS,
     DETECTOR_KEY,
     DTYPES_KEY,
+    EXTENDS_KEY,
     FINGERPRINT_KEY,
     FORCED_FACTOR,
     IDLE_FRACTION,
@@ -55,7 +57,9 @@ from streamdetect.stream.state_log import (
     Source,
     chunked,
     extend_segments,
+    latest_chain,
     pack_entries,
+    snapshot_chunks,
     unpack_entries,
     whole_entries,
 )
@@ -156,15 +160,21 @@ class DetectorService:
         self.sources_written: dict[str, int] = {}
         self.compact_bytes = compact_bytes
         self.defer_compaction = defer_compaction
-        #: The table keys this service has (records and snapshot chunks), deleted by the next snapshot.
-        self.log_keys: list[str] = []
-        #: Bytes of records written since the last snapshot, and the size of that snapshot.
+        #: The table keys of this service's snapshot chain (deleted by a snapshot that re-encodes the state),
+        #: and of the records written since its last link (and of entries a restore passed over), deleted by
+        #: the next snapshot.
+        self.chain_keys: list[str] = []
+        self.record_keys: list[str] = []
+        #: The number of the chain's last link (None: no snapshot yet), and its links.
+        self.last_snapshot: int | None = None
+        self.links = 0
+        #: Bytes of records written since the last snapshot, and of the snapshot chain.
         self.since_snapshot = 0
         self.snapshot_bytes = 0
-        #: The Detector snapshot the last snapshot entry holds (None: the empty state), and the pieces
-        #: written on top of it, in segments (:func:`extend_segments`): what the next snapshot entry holds.
-        self.base: bytes | None = None
-        self.segments: list[dict[str, bytes]] = [{}]
+        #: The Detector's pieces written since the chain's last link: what the next link holds (None once
+        #: rows were withdrawn: the next snapshot re-encodes the state). Only these are kept in memory; the
+        #: state before them is in the table's chain, never copied again.
+        self.pieces: dict[str, bytes] | None = {}
         #: Whether rows were withdrawn since the last snapshot (always, with a time window).
         self.withdrew = False
         #: The checks that read the private table, and which were reported incomplete last (None: no
@@ -181,25 +191,20 @@ class DetectorService:
 
     @property
     def state_bytes(self) -> int:
-        """Bytes of this service's state entries in the table: the last snapshot and the records since."""
+        """Bytes of this service's state entries in the table: the snapshot chain and the records since."""
         return self.snapshot_bytes + self.since_snapshot
+
+    @property
+    def log_keys(self) -> list[str]:
+        """Every table key of this service's state: the snapshot chain's and the records' since."""
+        return [*self.chain_keys, *self.record_keys]
 
     def restore(self, table: Mapping[str, bytes]) -> None:
         """Rebuild the Detector from the table the worker wrote (its ``record/<n>`` entries; empty on a
         first start). Raises :class:`StateError` when the table was written under another topology,
         checks or thresholds."""
-        records, snapshots = self.prefix + RECORD_PREFIX, self.prefix + SNAPSHOT_PREFIX
-        numbered = {key[len(records) :]: value for key, value in table.items() if key.startswith(records)}
-        snapshotted = {key[len(snapshots) :]: value for key, value in table.items() if key.startswith(snapshots)}
-        self.log_keys = [key for key in table if key.startswith((records, snapshots))]
-        whole = whole_entries(snapshotted)
-        base = max(whole, default=None)  # the latest whole snapshot; records below it are covered
-        written = {number: entry for number, entry in whole_entries(numbered).items() if number >= (base or 0)}
-        # The next number follows the highest written, an incomplete entry's or snapshot's included (its
-        # chunks stay until the next snapshot deletes them: a number is never reused).
-        self.written = max([int(key.partition(".")[0]) + 1 for key in [*numbered, *snapshotted]] + [0])
-        snapshot = unpack_entries(whole[base]) if base is not None else {}
-        entries = [unpack_entries(written[number]) for number in sorted(written)]
+        chain, entries = self._entries(table)
+        snapshot = chain[-1][1] if chain else {}
         table = {name: value for entry in [snapshot, *entries] for name, value in entry.items()}
         fingerprint = table.get(FINGERPRINT_KEY)
         if fingerprint is not None and fingerprint.decode() != self.fingerprint:
@@ -208,22 +213,8 @@ class DetectorService:
                 f"partition count (fingerprint {fingerprint.decode()!r}, expected {self.fingerprint!r}): give "
                 "this topology another name, or delete the application's changelog topics to start afresh"
             )
-        self.snapshot_bytes = len(whole[base]) if base is not None else 0
-        self.since_snapshot = sum(len(written[number]) for number in written)
-        self.base = snapshot.get(DETECTOR_KEY)
-        if self.base is not None:
-            self.detector.restore(self.base)
-        self.segments = [
-            {key[len(PIECE_PREFIX) :]: value for key, value in snapshot.items() if key.startswith(PIECE_PREFIX)}
-        ]
-        for entry in entries:
-            extend_segments(self.segments, entry)
-            self.withdrew |= WITHDREW_KEY in entry
-        pieces = 0
-        for segment in self.segments:
-            pieces += len(segment)
-            if segment:
-                self.detector.apply_changes(segment)
+        pieces = self._rebuild(chain, entries)
+        del chain
         self.detector.changes()  # what the table holds is written already
         dtypes = table.get(DTYPES_KEY)
         if dtypes is not None:
@@ -257,6 +248,61 @@ class DetectorService:
         self._reopen()
         self.restored = True
         log.info("state restored: %d pieces, %d batches folded in", pieces, len(self.applied))
+
+    def _entries(self, table: Mapping[str, bytes]) -> tuple[list[tuple[int, dict[str, bytes]]], list[dict[str, bytes]]]:
+        """This service's entries in ``table``: the latest snapshot chain that is whole (:func:`latest_chain`)
+        and the records numbered from its last link, unpacked, in order. Takes their keys and sizes, and
+        the next entry's number."""
+        records, snapshots = self.prefix + RECORD_PREFIX, self.prefix + SNAPSHOT_PREFIX
+        numbered = {key[len(records) :]: value for key, value in table.items() if key.startswith(records)}
+        snapshotted = {key[len(snapshots) :]: value for key, value in table.items() if key.startswith(snapshots)}
+        whole = whole_entries(snapshotted)
+        # The latest snapshot with its chain whole; records below it are covered.
+        chain = latest_chain(whole)
+        base = chain[-1][0] if chain else None
+        written = {number: entry for number, entry in whole_entries(numbered).items() if number >= (base or 0)}
+        linked = {number for number, _ in chain}
+        self.chain_keys = [snapshots + key for key in snapshotted if int(key.partition(".")[0]) in linked]
+        # The records since, and the entries the chain covers or that were passed over: the next snapshot
+        # deletes them.
+        chained = set(self.chain_keys)
+        self.record_keys = [key for key in table if key.startswith((records, snapshots)) and key not in chained]
+        self.last_snapshot, self.links = base, len(chain)
+        # The next number follows the highest written, an incomplete entry's or snapshot's included (its
+        # chunks stay until the next snapshot deletes them: a number is never reused).
+        self.written = max([int(key.partition(".")[0]) + 1 for key in [*numbered, *snapshotted]] + [0])
+        self.snapshot_bytes = sum(len(whole[number]) for number in linked)
+        self.since_snapshot = sum(len(written[number]) for number in written)
+        return chain, [unpack_entries(written[number]) for number in sorted(written)]
+
+    def _rebuild(self, chain: list[tuple[int, dict[str, bytes]]], entries: list[dict[str, bytes]]) -> int:
+        """Restore the Detector from the chain's first snapshot and apply every piece after it, the chain's
+        then the records'; keep the records' pieces for the next link (none when they withdrew rows). The
+        number of pieces applied."""
+        self.withdrew = False
+        if chain and DETECTOR_KEY in chain[0][1]:
+            self.detector.restore(chain[0][1][DETECTOR_KEY])
+        # The chain's pieces (no withdrawal among them: one segment), then the records'.
+        segments: list[dict[str, bytes]] = [
+            {
+                key[len(PIECE_PREFIX) :]: value
+                for _, link in chain
+                for key, value in link.items()
+                if key.startswith(PIECE_PREFIX)
+            }
+        ]
+        since: list[dict[str, bytes]] = [{}]
+        for entry in entries:
+            extend_segments(segments, entry)
+            extend_segments(since, entry)
+            self.withdrew |= WITHDREW_KEY in entry
+        self.pieces = None if self.withdrew else since[0]
+        applied = 0
+        for segment in segments:
+            applied += len(segment)
+            if segment:
+                self.detector.apply_changes(segment)
+        return applied
 
     def _reopen(self) -> None:
         """After a restore: the findings open in the state (computed once, for the events to send again and
@@ -396,10 +442,12 @@ class DetectorService:
         outcome.events += [(finding.id.encode(), None) for finding in delta.cleared]
         outcome.events += finding_events(delta.raised, "raised", read, batches)
         entries = dict(self.detector.changes())
-        extend_segments(self.segments, entries)
         if self.detector.window is not None or any(r.op == "retract" for r in reads):
             entries[WITHDREW_KEY] = b"1"
             self.withdrew = True
+            self.pieces = None  # the next snapshot re-encodes the state: its pieces are not needed
+        elif self.pieces is not None:
+            self.pieces.update(entries)
         if self.universal is not None and self.universal_state is not None and self.detector.folded is not None:
             gained = self.universal.update(self.universal_state, self.detector.folded)
             for channel, tuples in gained:
@@ -427,9 +475,9 @@ class DetectorService:
         )
         self.written += 1
         self.since_snapshot += sum(len(piece) for piece in outcome.writes.values())
-        self.log_keys += outcome.writes
+        self.record_keys += outcome.writes
         self.applied.update(dict.fromkeys((r.batch_id for r in reads), now.timestamp()))
-        threshold = self._threshold()
+        threshold = self.snapshot_threshold
         if threshold is not None and self.since_snapshot >= threshold * (FORCED_FACTOR if self.defer_compaction else 1):
             self._compact(outcome)
         return self.status(outcome)
@@ -457,16 +505,32 @@ class DetectorService:
         self.reported = now
         return outcome
 
-    def _threshold(self) -> int | None:
-        """Bytes written since the last snapshot after which a new one is due (None: never)."""
-        return None if self.compact_bytes is None else max(self.compact_bytes, self.snapshot_bytes)
+    @property
+    def snapshot_threshold(self) -> int | None:
+        """Bytes written since the last snapshot after which a new one is due (None: never). A link of the
+        chain copies what was written since the last one: due at ``compact_bytes``, or an eighth of the
+        chain (:data:`CHAIN_LINKS`) when larger, so that the chain grows by at least that at each link and
+        a chain re-encoded when full was written about once. After a withdrawal the snapshot re-encodes
+        the state: due once at least the chain's size was written (each byte of the state re-encoded about
+        once per as many written)."""
+        if self.compact_bytes is None:
+            return None
+        if self.pieces is None:
+            return max(self.compact_bytes, self.snapshot_bytes)
+        return max(self.compact_bytes, self.snapshot_bytes // CHAIN_LINKS)
+
+    @property
+    def _reencodes(self) -> bool:
+        """Whether the next snapshot re-encodes the Detector: rows were withdrawn since the last one, or the
+        chain has :data:`CHAIN_LINKS` links."""
+        return self.pieces is None or self.links >= CHAIN_LINKS
 
     def idle_compaction_due(self) -> bool:
         """Whether a worker with nothing to fold should take a snapshot now: :data:`IDLE_FRACTION` of the
         threshold was written since the last one. Taken in a quiet moment, the snapshot (a copy of the
         whole state, about 17 MB on BP at half its rows: a fifth of a second with its delivery) does not
         hold up records waiting behind it, which measured runs showed it did in the update path."""
-        threshold = self._threshold()
+        threshold = self.snapshot_threshold
         return threshold is not None and self.since_snapshot > 0 and self.since_snapshot >= IDLE_FRACTION * threshold
 
     def compact(self) -> Outcome:
@@ -477,20 +541,19 @@ class DetectorService:
         return outcome
 
     def _compact(self, outcome: Outcome) -> None:
-        """Add to ``outcome`` a snapshot of the whole state, numbered after every record written, and the
-        deletion of every entry it replaces. Restore takes the latest whole snapshot and the records
-        numbered from it; the deletions are to be written after the snapshot (a worker killed between
-        them leaves entries that the snapshot covers, ignored and deleted by the next one). Batch ids
-        folded more than ``replay_retention_s`` ago are forgotten here (the replays to skip stay bounded).
+        """Add to ``outcome`` a snapshot, numbered after every record written, and the deletion of every entry
+        it replaces. Restore takes the latest snapshot whose chain is whole and the records numbered from
+        it; the deletions are to be written after the snapshot (a worker killed between them leaves
+        entries that the snapshot covers, ignored and deleted by the next one). Batch ids folded more than
+        ``replay_retention_s`` ago are forgotten here (the replays to skip stay bounded).
 
-        The state is the last snapshot's Detector snapshot with the pieces written since. Without a
-        withdrawal among them the pieces only add (every check's state is append-only), so the new
-        snapshot is that one with the pieces merged: O(bytes) copying, about a tenth of re-encoding the
-        Detector (BP, 30 MB: 0.05 s packing against 0.56 s for ``Detector.snapshot``, and a restore
-        applies them in 0.08 s against 0.87). After a withdrawal (any, with a time window) the pieces hold
-        a history that would outgrow the state (linkage's dropped pairs, the recomputed checks' withdrawn
-        batches): then the Detector is re-encoded (``Detector.snapshot``) and the pieces start afresh.
-        Run once per :data:`COMPACT_BYTES` or snapshot size written."""
+        Without a withdrawal since the last snapshot the pieces written since only add (every check's state
+        is append-only): the snapshot is a link of the chain holding them (O(bytes) copying of what was
+        written since, never of the state before), and replaces the records only. After a withdrawal (any,
+        with a time window) the pieces hold a history that would outgrow the state (linkage's dropped pairs,
+        the recomputed checks' withdrawn batches): then the Detector is re-encoded (``Detector.snapshot``),
+        the snapshot starts a new chain and replaces the old one too. Run once per :data:`COMPACT_BYTES`
+        written (at least the chain's size when it re-encodes)."""
         if self.replay_retention_s is not None:
             horizon = dt.datetime.now(dt.UTC).timestamp() - self.replay_retention_s
             forgotten = [batch for batch, folded in self.applied.items() if folded < horizon]
@@ -502,19 +565,19 @@ class DetectorService:
             {"batch": list(self.applied), "folded": list(self.applied.values())},
             schema={"batch": pl.String, "folded": pl.Float64},
         )
-        entries: dict[str, bytes] = {
+        entries: dict[str, bytes | Encoded] = {
             FINGERPRINT_KEY: self.fingerprint.encode(),
             APPLIED_KEY: frame_to_ipc(applied),
             DTYPES_KEY: frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes)),
         }
-        written = [segment for segment in self.segments if segment]
-        if self.withdrew or len(written) > 1:  # a withdrawal among them: re-encode the state
-            self.base, self.segments, self.withdrew = self.detector.snapshot(), [{}], False
+        reencoded = self._reencodes
+        if reencoded or self.pieces is None:  # a withdrawal since the last snapshot, or a long chain: a new one
+            entries[DETECTOR_KEY] = self.detector.snapshot_parts()
         else:
-            self.segments = [written[0] if written else {}]
-        if self.base is not None:
-            entries[DETECTOR_KEY] = self.base
-        entries |= {PIECE_PREFIX + key: piece for key, piece in self.segments[0].items()}
+            if self.last_snapshot is not None:
+                entries[EXTENDS_KEY] = str(self.last_snapshot).encode()
+            entries |= {PIECE_PREFIX + key: piece for key, piece in self.pieces.items()}
+        self.pieces, self.withdrew = {}, False
         if self.offset is not None:
             entries[OFFSET_KEY] = str(self.offset).encode()
         if self.announced is not None:
@@ -523,13 +586,25 @@ class DetectorService:
         self.sources_written = dict(self.sources)
         if self.universal is not None and self.universal_state is not None:
             entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
-        chunks = chunked(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", pack_entries(entries), self.max_bytes)
+        chunks = snapshot_chunks(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", entries, self.max_bytes)
+        size = sum(len(piece) for piece in chunks.values())
         outcome.writes |= chunks
-        outcome.deletes = self.log_keys
-        self.log_keys = list(chunks)
-        self.snapshot_bytes = sum(len(piece) for piece in chunks.values())
+        if reencoded:
+            outcome.deletes, self.chain_keys, self.snapshot_bytes, self.links = self.log_keys, list(chunks), size, 1
+        else:
+            outcome.deletes = self.record_keys
+            self.chain_keys += chunks
+            self.snapshot_bytes += size
+            self.links += 1
+        self.record_keys = []
+        self.last_snapshot = self.written
         self.since_snapshot = 0
-        log.info("state compacted: a %d-byte snapshot replaces %d entries", self.snapshot_bytes, len(outcome.deletes))
+        log.info(
+            "state compacted: a %d-byte snapshot (%s) replaces %d entries",
+            size,
+            "the state re-encoded" if reencoded else "the pieces since the last one",
+            len(outcome.deletes),
+        )
 
 
 def _announcement(

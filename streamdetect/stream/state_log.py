@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from streamdetect.model.codecs import frame_from_ipc, frame_to_ipc
+from streamdetect.model.codecs import (
+    DOCUMENT_MAGIC,
+    Encoded,
+    decode_document,
+    document_parts,
+    frame_from_ipc,
+    frame_to_ipc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +36,21 @@ APPLIED_PREFIX = "applied/"
 #: The table holds one entry per record folded in, ``record/<n>``: its pieces, packed (one changelog
 #: message per record, not one per piece: a BP batch writes some fifty pieces).
 RECORD_PREFIX = "record/"
-#: A snapshot, ``snapshot/<n>``: the whole state after the records numbered below ``n``, which it replaces
-#: (they are deleted once it is written, and the compacted changelog forgets them): a Detector snapshot
-#: (``meta/detector``, or none: the empty state) and the Detector's pieces written since (``piece/<key>``).
+#: A snapshot, ``snapshot/<n>``: the state after the records numbered below ``n``, which it replaces (they
+#: are deleted once it is written, and the compacted changelog forgets them). Snapshots form a chain: its
+#: first holds a Detector snapshot (``meta/detector``, or none: the empty state) and the Detector's pieces
+#: written after it (``piece/<key>``); each later one the number of the one before (``meta/extends``) and
+#: the pieces written since that one. Every check's state is append-only without withdrawals, so a chain
+#: link only copies the pieces of the records it replaces, never the state before them.
 SNAPSHOT_PREFIX = "snapshot/"
 DETECTOR_KEY = "meta/detector"
+EXTENDS_KEY = "meta/extends"
+#: A chain this long is replaced by a snapshot of the Detector re-encoded. Each link holds at least an
+#: eighth of the chain before it (:attr:`~streamdetect.stream.service.DetectorService.snapshot_threshold`),
+#: so a chain grows by 9/8 per link and has about 8 ln(state / ``--compact-bytes``) links: 17 for 140 MB of
+#: state at the default 16 MiB, 64 only past some 40 GB. The bound keeps the table's entries few under a
+#: tiny threshold, where re-encoding costs little.
+CHAIN_LINKS = 64
 PIECE_PREFIX = "piece/"
 #: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
 WITHDREW_KEY = "meta/withdrew"
@@ -87,15 +104,55 @@ class Source:
         return cls(topic, int(partition), int(offset))
 
 
-def chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:
+def chunked(key: str, packed: bytes | memoryview, limit: int) -> dict[str, bytes]:
     """One table entry, or, when it exceeds ``limit`` bytes (a Kafka record's size), its bytes in chunks
     ``<key>.<i>-<count>``: restore takes an entry only when every chunk of it is there (a worker killed
     between chunks leaves an incomplete entry, ignored, and its records are folded again)."""
     size = max(limit - 1024, 1024)  # room for the key and the record's overhead
     if len(packed) <= size:
-        return {key: packed}
+        return {key: bytes(packed)}
     count = -(-len(packed) // size)
-    return {f"{key}.{i:04d}-{count:04d}": packed[i * size : (i + 1) * size] for i in range(count)}
+    return {f"{key}.{i:04d}-{count:04d}": bytes(packed[i * size : (i + 1) * size]) for i in range(count)}
+
+
+def snapshot_chunks(key: str, entries: dict[str, bytes | Encoded], limit: int) -> dict[str, bytes]:
+    """A snapshot entry: ``entries`` as a binary document (:func:`~streamdetect.model.codecs.document_parts`:
+    the byte strings as they are, a Detector snapshot's parts spliced in), cut into :func:`chunked` chunks
+    straight from its parts. ``entries`` is emptied, so each part goes once its chunks are cut: the state is
+    held about twice while written (a packed frame of it, as a record's entries are, held it four to six
+    times: the frame, its IPC stream, the stream's copy, the chunks)."""
+    parts = document_parts({"entries": entries}).parts
+    entries.clear()
+    size = max(limit - 1024, 1024)  # room for the key and the record's overhead
+    total = sum(len(part) for part in parts)
+    if total <= size:
+        return {key: b"".join(parts)}
+    count = -(-total // size)
+    chunks: dict[str, bytes] = {}
+    pending: list[memoryview] = []
+    held = 0
+    parts.reverse()
+    while parts:
+        part = memoryview(parts.pop())  # dropped from the list: freed once its chunks are cut
+        while part:
+            taken = part[: size - held]
+            pending.append(taken)
+            held += len(taken)
+            part = part[len(taken) :]
+            if held == size:
+                chunks[f"{key}.{len(chunks):04d}-{count:04d}"] = b"".join(pending)
+                pending, held = [], 0
+    if pending:
+        chunks[f"{key}.{len(chunks):04d}-{count:04d}"] = b"".join(pending)
+    return chunks
+
+
+def read_entries(data: bytes) -> dict[str, bytes]:
+    """The entries of a snapshot (:func:`snapshot_chunks`), or of a record or a snapshot packed as a frame
+    (:func:`pack_entries`: records, and snapshots written before)."""
+    if data.startswith(DOCUMENT_MAGIC):
+        return dict(decode_document(data)["entries"])
+    return unpack_entries(data)
 
 
 def whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
@@ -117,6 +174,26 @@ def whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
         else:
             log.warning("state entry %d is incomplete (%d of %d chunks): left out", number, len(parts), count)
     return whole
+
+
+def latest_chain(snapshots: Mapping[int, bytes]) -> list[tuple[int, dict[str, bytes]]]:
+    """The chain of the latest snapshot whose links are all whole (``snapshots``: whole entries by number,
+    :func:`whole_entries`), unpacked, first link first; empty when there is none. A snapshot whose chain
+    lacks a link (none is deleted before a snapshot that no longer needs it is written) is passed over."""
+    for number in sorted(snapshots, reverse=True):
+        chain: list[tuple[int, dict[str, bytes]]] = []
+        at: int | None = number
+        while at is not None and at in snapshots:
+            entry = read_entries(snapshots[at])
+            chain.append((at, entry))
+            extends = entry.get(EXTENDS_KEY)
+            at = int(extends) if extends is not None else None
+            if at is not None and at >= chain[-1][0]:
+                break  # a link names itself or a later one: not a chain
+        if at is None:
+            return chain[::-1]
+        log.warning("snapshot %d extends snapshot %d, which is not in the table: passed over", number, at)
+    return []
 
 
 def extend_segments(segments: list[dict[str, bytes]], entry: Mapping[str, bytes]) -> None:

@@ -39,7 +39,7 @@ from streamdetect.stream.publish import (
     read_records_keyed,
     read_topic,
 )
-from streamdetect.stream.state_log import APPLIED_KEY, unpack_entries, whole_entries
+from streamdetect.stream.state_log import APPLIED_KEY, read_entries, whole_entries
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, view_topic
 from streamdetect.stream.worker import app_id
 from tests.integration.kafka_helpers import Worker
@@ -224,6 +224,6 @@ def _published_and_applied(bootstrap: str, topology: Topology) -> tuple[set[str]
 
 def _unpacked(value: bytes) -> dict[str, bytes]:
     try:
-        return unpack_entries(value)
+        return read_entries(value)
     except (OSError, ValueError, pl.exceptions.PolarsError):  # not an entry (never expected here)
         return {}

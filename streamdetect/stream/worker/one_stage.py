@@ -100,7 +100,7 @@ def one_stage(
         async with folding:
             snapshot = service.compact()
             await out.deliver(snapshot, At(0))
-            log.info("state snapshot taken while idle (%d bytes)", service.snapshot_bytes)
+            log.info("state snapshot taken while idle (%d bytes)", sum(map(len, snapshot.writes.values())))
             metrics.stored(snapshot)
             metrics.state(service.state_bytes)
 
