@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -337,16 +338,25 @@ def test_snapshots_without_withdrawals_link_the_pieces_since_and_a_full_chain_is
     assert set(again.log_keys) == set(table)
 
 
-def test_a_snapshot_written_as_a_packed_frame_before_still_restores() -> None:
-    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
-    views = load_views(topology)
-    items = _table1_records(views)
+def _fed(
+    topology: Any, items: list[tuple[bytes, list[tuple[str, bytes]], None]]
+) -> tuple[DetectorService, dict[str, bytes]]:
+    """A service (records of 2,048 bytes at most, no compaction) fed ``items``, and its table; it compacts
+    at its next record."""
     service = DetectorService(topology, max_bytes=2048, compact_bytes=None)
     service.restore({})
     table: dict[str, bytes] = {}
     for item in items:
         _stored(table, service.handle(*item))
     service.compact_bytes = 1
+    return service, table
+
+
+def test_a_snapshot_written_as_a_packed_frame_before_still_restores() -> None:
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    items = _table1_records(views)
+    service, table = _fed(topology, items)
     last = service.handle(*_record("v1", views["v1"].head(1), "one-more"), None)
     _stored(table, last)
     written = {key: value for key, value in last.writes.items() if key.startswith(SNAPSHOT_PREFIX)}
@@ -420,12 +430,7 @@ def test_a_snapshot_cut_short_or_left_beside_what_it_replaces_restores_the_same_
     topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
     views = load_views(topology)
     items = _table1_records(views)
-    service = DetectorService(topology, max_bytes=2048, compact_bytes=None)
-    service.restore({})
-    table: dict[str, bytes] = {}
-    for item in items[:-3]:
-        _stored(table, service.handle(*item))
-    service.compact_bytes = 1
+    service, table = _fed(topology, items[:-3])
     last = service.handle(*items[-3])
     chunks = sorted(key for key in last.writes if key.startswith(SNAPSHOT_PREFIX))
     assert len(chunks) > 1
