@@ -554,39 +554,22 @@ class DetectorService:
         the recomputed checks' withdrawn batches): then the Detector is re-encoded (``Detector.snapshot``),
         the snapshot starts a new chain and replaces the old one too. Run once per :data:`COMPACT_BYTES`
         written (at least the chain's size when it re-encodes)."""
-        if self.replay_retention_s is not None:
-            horizon = dt.datetime.now(dt.UTC).timestamp() - self.replay_retention_s
-            forgotten = [batch for batch, folded in self.applied.items() if folded < horizon]
-            for batch in forgotten:
-                del self.applied[batch]
-            if forgotten:
-                log.info("%d batch ids folded before the replay retention forgotten", len(forgotten))
-        applied = pl.DataFrame(
-            {"batch": list(self.applied), "folded": list(self.applied.values())},
-            schema={"batch": pl.String, "folded": pl.Float64},
-        )
-        entries: dict[str, bytes | Encoded] = {
-            FINGERPRINT_KEY: self.fingerprint.encode(),
-            APPLIED_KEY: frame_to_ipc(applied),
-            DTYPES_KEY: frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes)),
-        }
         reencoded = self._reencodes
-        if reencoded or self.pieces is None:  # a withdrawal since the last snapshot, or a long chain: a new one
-            entries[DETECTOR_KEY] = self.detector.snapshot_parts()
+        key = f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}"
+        if reencoded:  # a withdrawal since the last snapshot, or a long chain: a new chain
+            entries: dict[str, bytes | Encoded] = {
+                **self._snapshot_meta(),
+                DETECTOR_KEY: self.detector.snapshot_parts(),
+            }
+            chunks = snapshot_chunks(key, entries, self.max_bytes)  # the Detector's parts cut as they are
         else:
+            assert self.pieces is not None
+            link = {PIECE_PREFIX + name: piece for name, piece in self.pieces.items()}
             if self.last_snapshot is not None:
-                entries[EXTENDS_KEY] = str(self.last_snapshot).encode()
-            entries |= {PIECE_PREFIX + key: piece for key, piece in self.pieces.items()}
+                link[EXTENDS_KEY] = str(self.last_snapshot).encode()
+            # Many small pieces: packed as a record's entries are (measured: less memory kept after).
+            chunks = chunked(key, pack_entries(self._snapshot_meta() | link), self.max_bytes)
         self.pieces, self.withdrew = {}, False
-        if self.offset is not None:
-            entries[OFFSET_KEY] = str(self.offset).encode()
-        if self.announced is not None:
-            entries[ANNOUNCED_KEY] = self.announced
-        entries |= {SOURCE_PREFIX + key: str(offset).encode() for key, offset in self.sources.items()}
-        self.sources_written = dict(self.sources)
-        if self.universal is not None and self.universal_state is not None:
-            entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
-        chunks = snapshot_chunks(f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}", entries, self.max_bytes)
         size = sum(len(piece) for piece in chunks.values())
         outcome.writes |= chunks
         if reencoded:
@@ -605,6 +588,36 @@ class DetectorService:
             "the state re-encoded" if reencoded else "the pieces since the last one",
             len(outcome.deletes),
         )
+
+    def _snapshot_meta(self) -> dict[str, bytes]:
+        """A snapshot's entries besides the state: the fingerprint, the batch ids folded within the replay
+        retention (those before are forgotten here), the column types, the offset, the last announcement,
+        the view topics' offsets and the universal stream's counts."""
+        if self.replay_retention_s is not None:
+            horizon = dt.datetime.now(dt.UTC).timestamp() - self.replay_retention_s
+            forgotten = [batch for batch, folded in self.applied.items() if folded < horizon]
+            for batch in forgotten:
+                del self.applied[batch]
+            if forgotten:
+                log.info("%d batch ids folded before the replay retention forgotten", len(forgotten))
+        applied = pl.DataFrame(
+            {"batch": list(self.applied), "folded": list(self.applied.values())},
+            schema={"batch": pl.String, "folded": pl.Float64},
+        )
+        entries = {
+            FINGERPRINT_KEY: self.fingerprint.encode(),
+            APPLIED_KEY: frame_to_ipc(applied),
+            DTYPES_KEY: frame_to_ipc(pl.DataFrame(schema=self.detector.dtypes)),
+        }
+        if self.offset is not None:
+            entries[OFFSET_KEY] = str(self.offset).encode()
+        if self.announced is not None:
+            entries[ANNOUNCED_KEY] = self.announced
+        entries |= {SOURCE_PREFIX + key: str(offset).encode() for key, offset in self.sources.items()}
+        self.sources_written = dict(self.sources)
+        if self.universal is not None and self.universal_state is not None:
+            entries[UNIVERSAL_KEY] = self.universal.counts(self.universal_state)
+        return entries
 
 
 def _announcement(
