@@ -161,9 +161,11 @@ class Duration(click.ParamType):
 )
 @click.option(
     "--store",
+    type=click.Choice(["memory://"]),
     default="memory://",
     show_default=True,
-    help="Where the state table lives between changelog writes: memory:// or rocksdb:// (needs rocksdict).",
+    help="Where the state table lives between changelog writes: in memory (the only store supported: the "
+    "worker writes its entries outside Faust's event context, which Faust's RocksDB store requires).",
 )
 @click.option("--datadir", type=click.Path(path_type=Path), help="The worker's local files [default: in the cache].")
 @click.option(

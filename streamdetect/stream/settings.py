@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 #: (``message.max.bytes``) is about 1 MB.
 DEFAULT_MAX_BYTES = 1_000_000
 
-#: Bytes of records written since the last snapshot (and at least that snapshot's size) after which a
-#: new snapshot replaces them: the table stays within about twice the state plus this, and a restore
-#: replays at most that much; each byte written is snapshotted at most about once more (amortised O(1)).
+#: Bytes of records written since the last snapshot (and at least an eighth of the snapshot chain, or all
+#: of it after a withdrawal) after which a new snapshot replaces them: a link of the chain holding their
+#: pieces, or the state re-encoded (:meth:`~streamdetect.stream.service.DetectorService.snapshot_threshold`).
+#: The table stays within about the state plus this (twice the state after a withdrawal), and a restore
+#: replays at most that much.
 COMPACT_BYTES = 16 << 20
 #: Seconds a folded batch id is remembered (to skip a redelivered record) once a snapshot is taken: Kafka
 #: redelivers what a worker read and did not commit, within minutes; a week is far beyond that.

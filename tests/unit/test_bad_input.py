@@ -336,6 +336,16 @@ def test_a_replay_retention_that_is_not_a_duration_is_a_usage_error(retention: s
     assert "expected a duration such as 7d" in result.stderr
 
 
+def test_a_store_the_worker_cannot_write_is_a_usage_error_that_names_the_one_it_can() -> None:
+    table1 = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
+    result = CliRunner().invoke(
+        cli, ["worker", str(table1), "--store", "rocksdb://", "--bootstrap-servers", "127.0.0.1:1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "rocksdb://" in result.stderr
+    assert "memory://" in result.stderr
+
+
 FRAGMENT_TABLE = GOOD_TABLE + "  source: t.csv\nviews:\n  - {name: v1, attributes: [SSN, Job]}\n"
 
 
