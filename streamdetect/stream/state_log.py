@@ -45,11 +45,12 @@ RECORD_PREFIX = "record/"
 SNAPSHOT_PREFIX = "snapshot/"
 DETECTOR_KEY = "meta/detector"
 EXTENDS_KEY = "meta/extends"
-#: A chain this long is replaced by a snapshot of the Detector re-encoded. Each link holds at least an
-#: eighth of the chain before it (:attr:`~streamdetect.stream.service.DetectorService.snapshot_threshold`),
-#: so a chain grows by 9/8 per link and has about 8 ln(state / ``--compact-bytes``) links: 17 for 140 MB of
-#: state at the default 16 MiB, 64 only past some 40 GB. The bound keeps the table's entries few under a
-#: tiny threshold, where re-encoding costs little.
+#: A chain this long is replaced by a snapshot of the Detector re-encoded. Each link holds at least
+#: ``--compact-bytes`` and an eighth of the chain before it
+#: (:attr:`~streamdetect.stream.service.DetectorService.snapshot_threshold`): at the default 16 MiB, eight
+#: links make 128 MiB, and the chain then grows by 9/8 per link (about 26 links for 1 GB of state, 64 only
+#: past some 90 GB). The bound keeps the table's entries few under a tiny threshold, where re-encoding costs
+#: little.
 CHAIN_LINKS = 64
 PIECE_PREFIX = "piece/"
 #: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
