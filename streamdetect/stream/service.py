@@ -172,11 +172,10 @@ class DetectorService:
         self.since_snapshot = 0
         self.snapshot_bytes = 0
         #: The Detector's pieces written since the chain's last link: what the next link holds (None once
-        #: rows were withdrawn: the next snapshot re-encodes the state). Only these are kept in memory; the
-        #: state before them is in the table's chain, never copied again.
+        #: rows were withdrawn since the last snapshot, always with a time window: the next snapshot
+        #: re-encodes the state). Only these are kept in memory; the state before them is in the table's
+        #: chain, never copied again.
         self.pieces: dict[str, bytes] | None = {}
-        #: Whether rows were withdrawn since the last snapshot (always, with a time window).
-        self.withdrew = False
         #: The checks that read the private table, and which were reported incomplete last (None: no
         #: status reported since this service started: the next one reports it whatever it is).
         self.table_readers = list(self.detector.plan.table_readers)
@@ -279,24 +278,21 @@ class DetectorService:
         """Restore the Detector from the chain's first snapshot and apply every piece after it, the chain's
         then the records'; keep the records' pieces for the next link (none when they withdrew rows). The
         number of pieces applied."""
-        self.withdrew = False
         if chain and DETECTOR_KEY in chain[0][1]:
             self.detector.restore(chain[0][1][DETECTOR_KEY])
-        # The chain's pieces (no withdrawal among them: one segment), then the records'.
-        segments: list[dict[str, bytes]] = [
-            {
-                key[len(PIECE_PREFIX) :]: value
-                for _, link in chain
-                for key, value in link.items()
-                if key.startswith(PIECE_PREFIX)
-            }
-        ]
         since: list[dict[str, bytes]] = [{}]
         for entry in entries:
-            extend_segments(segments, entry)
             extend_segments(since, entry)
-            self.withdrew |= WITHDREW_KEY in entry
-        self.pieces = None if self.withdrew else since[0]
+        withdrew = any(WITHDREW_KEY in entry for entry in entries)
+        self.pieces = None if withdrew else since[0]
+        # The chain's pieces come before everything (no withdrawal among them): in the records' first segment.
+        chained = {
+            key[len(PIECE_PREFIX) :]: value
+            for _, link in chain
+            for key, value in link.items()
+            if key.startswith(PIECE_PREFIX)
+        }
+        segments = [chained | since[0], *since[1:]]
         applied = 0
         for segment in segments:
             applied += len(segment)
@@ -444,7 +440,6 @@ class DetectorService:
         entries = dict(self.detector.changes())
         if self.detector.window is not None or any(r.op == "retract" for r in reads):
             entries[WITHDREW_KEY] = b"1"
-            self.withdrew = True
             self.pieces = None  # the next snapshot re-encodes the state: its pieces are not needed
         elif self.pieces is not None:
             self.pieces.update(entries)
@@ -569,7 +564,7 @@ class DetectorService:
                 link[EXTENDS_KEY] = str(self.last_snapshot).encode()
             # Many small pieces: packed as a record's entries are (measured: less memory kept after).
             chunks = chunked(key, pack_entries(self._snapshot_meta() | link), self.max_bytes)
-        self.pieces, self.withdrew = {}, False
+        self.pieces = {}
         size = sum(len(piece) for piece in chunks.values())
         outcome.writes |= chunks
         if reencoded:

@@ -105,15 +105,11 @@ class Source:
         return cls(topic, int(partition), int(offset))
 
 
-def chunked(key: str, packed: bytes | memoryview, limit: int) -> dict[str, bytes]:
+def chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:
     """One table entry, or, when it exceeds ``limit`` bytes (a Kafka record's size), its bytes in chunks
     ``<key>.<i>-<count>``: restore takes an entry only when every chunk of it is there (a worker killed
     between chunks leaves an incomplete entry, ignored, and its records are folded again)."""
-    size = max(limit - 1024, 1024)  # room for the key and the record's overhead
-    if len(packed) <= size:
-        return {key: bytes(packed)}
-    count = -(-len(packed) // size)
-    return {f"{key}.{i:04d}-{count:04d}": bytes(packed[i * size : (i + 1) * size]) for i in range(count)}
+    return _cut(key, [packed], limit)
 
 
 def snapshot_chunks(key: str, entries: dict[str, bytes | Encoded], limit: int) -> dict[str, bytes]:
@@ -124,6 +120,12 @@ def snapshot_chunks(key: str, entries: dict[str, bytes | Encoded], limit: int) -
     times: the frame, its IPC stream, the stream's copy, the chunks)."""
     parts = document_parts({"entries": entries}).parts
     entries.clear()
+    return _cut(key, parts, limit)
+
+
+def _cut(key: str, parts: list[bytes | memoryview], limit: int) -> dict[str, bytes]:
+    """:func:`chunked`'s entry or chunks, from the entry's bytes in ``parts`` (consumed: each part is let go
+    once its chunks are cut)."""
     size = max(limit - 1024, 1024)  # room for the key and the record's overhead
     total = sum(len(part) for part in parts)
     if total <= size:
@@ -134,7 +136,7 @@ def snapshot_chunks(key: str, entries: dict[str, bytes | Encoded], limit: int) -
     held = 0
     parts.reverse()
     while parts:
-        part = memoryview(parts.pop())  # dropped from the list: freed once its chunks are cut
+        part = memoryview(parts.pop())
         while part:
             taken = part[: size - held]
             pending.append(taken)
