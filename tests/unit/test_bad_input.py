@@ -317,33 +317,29 @@ def test_a_window_reads_as_seconds(tmp_path: Path) -> None:
     assert code == 1, stderr  # `check` reads files as one publication: the window withdraws nothing
 
 
-def test_the_universal_stream_needs_the_linkage_check() -> None:
-    sind = Path(__file__).resolve().parents[2] / "topologies" / "sind-figure2.yaml"
-    result = CliRunner().invoke(
-        cli, ["worker", str(sind), "--universal-rows", "10", "--bootstrap-servers", "127.0.0.1:1"]
-    )
+def _worker_refused(example: str, *options: str) -> str:
+    """``streamdetect worker`` on a shipped topology with ``options`` and an unreachable broker: a usage
+    error (exit 2) before it connects; its message."""
+    path = Path(__file__).resolve().parents[2] / "topologies" / example
+    result = CliRunner().invoke(cli, ["worker", str(path), *options, "--bootstrap-servers", "127.0.0.1:1"])
     assert result.exit_code == 2, result.output
-    assert "follows the linkage check's closure, and this topology does not run linkage" in result.stderr
+    return result.stderr
+
+
+def test_the_universal_stream_needs_the_linkage_check() -> None:
+    stderr = _worker_refused("sind-figure2.yaml", "--universal-rows", "10")
+    assert "follows the linkage check's closure, and this topology does not run linkage" in stderr
 
 
 @pytest.mark.parametrize("retention", ["5x", "0s", "-1d"])
 def test_a_replay_retention_that_is_not_a_duration_is_a_usage_error(retention: str) -> None:
-    table1 = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
-    result = CliRunner().invoke(
-        cli, ["worker", str(table1), "--replay-retention", retention, "--bootstrap-servers", "127.0.0.1:1"]
-    )
-    assert result.exit_code == 2, result.output
-    assert "expected a duration such as 7d" in result.stderr
+    assert "expected a duration such as 7d" in _worker_refused("dou-patients.yaml", "--replay-retention", retention)
 
 
 def test_a_store_the_worker_cannot_write_is_a_usage_error_that_names_the_one_it_can() -> None:
-    table1 = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
-    result = CliRunner().invoke(
-        cli, ["worker", str(table1), "--store", "rocksdb://", "--bootstrap-servers", "127.0.0.1:1"]
-    )
-    assert result.exit_code == 2, result.output
-    assert "rocksdb://" in result.stderr
-    assert "memory://" in result.stderr
+    stderr = _worker_refused("dou-patients.yaml", "--store", "rocksdb://")
+    assert "rocksdb://" in stderr
+    assert "memory://" in stderr
 
 
 FRAGMENT_TABLE = GOOD_TABLE + "  source: t.csv\nviews:\n  - {name: v1, attributes: [SSN, Job]}\n"
