@@ -210,7 +210,7 @@ class Duration(click.ParamType):
     type=click.IntRange(min=0),
     default=COMPACT_BYTES,
     show_default=True,
-    help="Replace the state entries by a snapshot once this many bytes (and at least an eighth of the state; "
+    help="Replace the state entries by a snapshot once this many bytes (and at least 1/64 of the state; "
     "its whole size after a withdrawal) were written since the last one: the changelog and a restart stay "
     "bounded; 0: never compact.",
 )

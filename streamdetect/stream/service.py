@@ -503,9 +503,9 @@ class DetectorService:
     @property
     def snapshot_threshold(self) -> int | None:
         """Bytes written since the last snapshot after which a new one is due (None: never). A link of the
-        chain copies what was written since the last one: due at ``compact_bytes``, or an eighth of the
-        chain (:data:`CHAIN_LINKS`) when larger, so that the chain grows by at least that at each link and
-        a chain re-encoded when full was written about once. After a withdrawal the snapshot re-encodes
+        chain copies what was written since the last one: due at ``compact_bytes``, or 1/:data:`CHAIN_LINKS`
+        of the chain when larger, so that a full chain (re-encoded then) has grown about e-fold since its
+        first link and each byte is re-encoded about 1.6 times over. After a withdrawal the snapshot re-encodes
         the state: due once at least the chain's size was written (each byte of the state re-encoded about
         once per as many written)."""
         if self.compact_bytes is None:

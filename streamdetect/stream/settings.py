@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 #: (``message.max.bytes``) is about 1 MB.
 DEFAULT_MAX_BYTES = 1_000_000
 
-#: Bytes of records written since the last snapshot (and at least an eighth of the snapshot chain, or all
+#: Bytes of records written since the last snapshot (and at least 1/64 of the snapshot chain, or all
 #: of it after a withdrawal) after which a new snapshot replaces them: a link of the chain holding their
 #: pieces, or the state re-encoded (:meth:`~streamdetect.stream.service.DetectorService.snapshot_threshold`).
 #: The table stays within about the state plus this (twice the state after a withdrawal), and a restore

@@ -46,11 +46,11 @@ SNAPSHOT_PREFIX = "snapshot/"
 DETECTOR_KEY = "meta/detector"
 EXTENDS_KEY = "meta/extends"
 #: A chain this long is replaced by a snapshot of the Detector re-encoded. Each link holds at least
-#: ``--compact-bytes`` and an eighth of the chain before it
-#: (:attr:`~streamdetect.stream.service.DetectorService.snapshot_threshold`): at the default 16 MiB, eight
-#: links make 128 MiB, and the chain then grows by 9/8 per link (about 26 links for 1 GB of state, 64 only
-#: past some 90 GB). The bound keeps the table's entries few under a tiny threshold, where re-encoding costs
-#: little.
+#: ``--compact-bytes`` and 1/64 of the chain before it
+#: (:attr:`~streamdetect.stream.service.DetectorService.snapshot_threshold`): at the default 16 MiB the
+#: links are 16 MiB until the chain reaches 1 GiB, and a full chain has grown about e-fold since its first
+#: link, so it is re-encoded at about 1, 2.7, 7.4 GiB of state (each byte about 1.6 times over), and the
+#: pieces kept for the next link stay within 1/64 of the state.
 CHAIN_LINKS = 64
 PIECE_PREFIX = "piece/"
 #: In a record that withdrew rows: the pieces since the last snapshot hold a history, not only the state.
