@@ -161,11 +161,12 @@ class Duration(click.ParamType):
 )
 @click.option(
     "--store",
-    type=click.Choice(["memory://"]),
+    type=click.Choice(["memory://", "rocksdb://"]),
     default="memory://",
     show_default=True,
-    help="Where the state table lives between changelog writes: in memory (the only store supported: the "
-    "worker writes its entries outside Faust's event context, which Faust's RocksDB store requires).",
+    help="Where the state table's local copy lives: in memory (read from the changelog's start at every "
+    "start), or in RocksDB files under --datadir (out of the process's memory; a restart reads only the "
+    "changelog written since). Workers on one host with rocksdb:// need a --datadir each.",
 )
 @click.option("--datadir", type=click.Path(path_type=Path), help="The worker's local files [default: in the cache].")
 @click.option(

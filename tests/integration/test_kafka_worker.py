@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import NoError
 from kafka.structs import OffsetAndMetadata
 
@@ -141,6 +141,111 @@ def test_table1_row_by_row_raises_dan_flu_then_clears_it_and_survives_a_killed_w
     for value in ("Dan", "Flu", "387-399"):
         assert value not in log
         assert value not in scraped
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_rocksdb_store_keeps_the_changelog_on_disk_and_a_restart_goes_on_from_it(
+    kafka_bootstrap: str, tmp_path: Path, workers: list[Worker], partitions: int
+) -> None:
+    """``--store rocksdb://``: the state table's local copy is RocksDB files under --datadir, one per
+    changelog partition, holding exactly what the changelog holds up to the offset it records (entries
+    written, snapshots, the tombstones of what a snapshot replaced); a worker killed and started again on
+    the same files restores the state and goes on: the open findings end equal to check's."""
+    local = tmp_path / "local"
+    args = ("--store", "rocksdb://", "--datadir", str(local), "--compact-bytes", "1")
+    name = f"worker-rocksdb-{partitions}"
+    path, topology, views, feed = table1_stream(tmp_path, name, kafka_bootstrap, workers, partitions, worker_args=args)
+    checked = streamdetect.check(topology).findings
+    expected = {f.id for f in checked}
+    dan_flu = next(f.id for f in checked if f.identifier_value == "Dan")
+    dan = views["v2"].filter(pl.col("Name") == "Dan")
+    rows = [("v1", views["v1"]), ("v2", views["v2"].filter(pl.col("Name") != "Dan"))]
+    for view, frame in rows:
+        for position in range(frame.height):
+            feed.send(view, frame.slice(position, 1), f"{view}-{position}")
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected - {dan_flu},
+        "the findings of the rows without Dan's v2 row",
+        workers[-1],
+    )
+    workers[-1].kill()
+
+    changelog = _changelog_by_partition(kafka_bootstrap, f"{app_id(topology)}-{state_table(partitions)}-changelog")
+    stores = sorted(local.glob("**/*.db"))
+    assert [store.name for store in stores] == [f"{state_table(partitions)}-{p}.db" for p in range(partitions)]
+    for partition, store in enumerate(stores):
+        offset, entries = _rocksdb_entries(store)
+        assert offset is not None, f"{store}: no offset recorded"
+        # Exactly the changelog replayed up to the recorded offset: every write and tombstone kept.
+        replayed: dict[bytes, bytes] = {}
+        for at, key, value in changelog[partition]:
+            if at <= offset:
+                if value is None:
+                    replayed.pop(key, None)
+                else:
+                    replayed[key] = value
+        assert entries == replayed, store
+        assert any(key.startswith(b"snapshot/") or b"/snapshot/" in key for key in entries)
+    assert any(value is None for records in changelog.values() for _, _, value in records)
+    recorded = [_rocksdb_entries(store)[0] for store in stores]
+
+    workers.append(Worker(path, kafka_bootstrap, tmp_path, partitions=partitions, extra=args))
+    feed.send("v2", dan, "v2-dan")
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected,
+        "Dan-Flu raised by the worker started again on the same files",
+        workers[-1],
+    )
+    feed.send("v2", dan, "v2-dan-withdrawn", op="retract")
+    until(
+        lambda: set(open_findings(read_topic(kafka_bootstrap, findings_topic(topology)))) == expected - {dan_flu},
+        "Dan-Flu cleared when Dan's v2 row was withdrawn",
+        workers[-1],
+    )
+    # Faust's recovery read each changelog partition from the offset its files recorded, not from the start.
+    assert _recovery_starts(workers[-1].output()) == recorded, workers[-1].output()[-3000:]
+
+
+def _recovery_starts(log: str) -> list[int]:
+    """The offsets Faust's recovery logs it starts reading the changelog's partitions at, in order (its
+    table "Reading Starts At - Active": a row per partition, the topic named once)."""
+    table = log.split("Reading Starts At - Active", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\|\s*\S+\s*\|\s*(\d+)\s*\|\s*(-?\d+)\s*\|", table, flags=re.MULTILINE)
+    return [int(offset) for _, offset in sorted(rows, key=lambda row: int(row[0]))]
+
+
+def _changelog_by_partition(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes, bytes | None]]]:
+    """Every record of a changelog topic as (offset, key, value), per partition."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        records: dict[int, list[tuple[int, bytes, bytes | None]]] = {tp.partition: [] for tp in partitions}
+        deadline = time.monotonic() + 30
+        while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < deadline:
+            for tp, batch in consumer.poll(timeout_ms=500).items():
+                records[tp.partition].extend((record.offset, record.key, record.value) for record in batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def _rocksdb_entries(store: Path) -> tuple[int | None, dict[bytes, bytes]]:
+    """The offset a RocksDB table store recorded (Faust's key for it) and its other entries."""
+    import rocksdict
+
+    offset_key = b"__faust\0offset__"
+    db = rocksdict.Rdict(
+        str(store), options=rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
+    )
+    try:
+        entries = {key: value for key, value in db.items() if key != offset_key}
+        recorded = db.get(offset_key)
+    finally:
+        db.close()
+    return (int(recorded) if recorded is not None else None), entries
 
 
 @pytest.mark.parametrize("partitions", [1, 2])

@@ -14,6 +14,7 @@ from typing import Any
 
 import faust
 from aiokafka.partitioner import DefaultPartitioner
+from faust.types import TP
 
 from streamdetect.errors import StateError
 from streamdetect.model.topology import Topology
@@ -38,6 +39,12 @@ RECOVERY_WAIT_S = 30.0
 
 
 RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+
+
+#: A record to send: (topic, key, value, partition or None, headers or None).
+Record = tuple[Any, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
+#: Where the broker put a record: (topic, partition, offset).
+Landed = tuple[str, int, int]
 
 
 #: The producer's batch size: a record's outputs go as batches (Outputs._produce), a few hundred finding
@@ -128,28 +135,34 @@ class Outputs:
         whose state was not yet on the broker, and a worker killed then lost them (measured: the
         two-worker test's open set differed from check's)."""
         changelog = self.table.changelog_topic
-        await self._produce(
-            [(changelog, name.encode(), piece, message.partition, None) for name, piece in outcome.writes.items()]
-        )
-        for name, piece in outcome.writes.items():
-            self.table.data[name.encode()] = piece
+        written = [(changelog, name.encode(), piece, message.partition, None) for name, piece in outcome.writes.items()]
+        self._keep(written, await self._produce(written))
         await self._produce(
             [(self.findings, finding_id, body, None, None) for finding_id, body in outcome.events]
             + [(self.universal, None, body, None, headers) for body, headers in outcome.universal]
         )
         if outcome.deletes:
             # After the snapshot that replaces them is on the broker: tombstones, which compaction drops.
-            await self._produce([(changelog, name.encode(), None, message.partition, None) for name in outcome.deletes])
-            for name in outcome.deletes:
-                self.table.data.pop(name.encode(), None)
+            tombstones = [(changelog, name.encode(), None, message.partition, None) for name in outcome.deletes]
+            self._keep(tombstones, await self._produce(tombstones))
         if outcome.events:
             log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
 
-    async def _produce(
-        self, records: Sequence[tuple[Any, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]]
-    ) -> None:
+    def _keep(self, records: Sequence[Record], landed: Sequence[Landed]) -> None:
+        """Keep changelog records the broker has (``landed``: where each went) in the table's local store,
+        as Faust's recovery writes what it reads from the changelog (``apply_changelog_batch``): every store
+        takes them outside an event, a tombstone deletes, and a RocksDB store records each partition's last
+        offset written, so that a restarted worker reads the changelog from there on, not from its start."""
+        events = [
+            _Changelog(key, value, _Written(TP(topic, partition), partition, offset, key, value))
+            for (_, key, value, _, _), (topic, partition, offset) in zip(records, landed, strict=True)
+        ]
+        self.table.data.apply_changelog_batch(events, to_key=_same, to_value=_same)
+
+    async def _produce(self, records: Sequence[Record]) -> list[Landed]:
         """Send (topic, key, value, partition, headers) records and return once the broker has them all
-        (every output of a record is delivered before its offset can be committed).
+        (every output of a record is delivered before its offset can be committed): where each went, in
+        the order given.
 
         As batches per topic partition, built with aiokafka's batch builder (its C record encoder) and
         handed to the producer whole: a record sent alone costs about three times as much Python (a
@@ -159,36 +172,45 @@ class Outputs:
         key or partition (universal-relation tuples) are sent one by one, to a partition the producer
         picks. Order is kept within each partition."""
         if not records:
-            return
+            return []
         # Started here if nothing was sent before (a worker whose first act is reading skipped records).
         producer = await self.app.maybe_start_producer()
         # The aiokafka producer under Faust's: Faust wraps only one-record sends, not the batch builder.
         kafka = producer._ensure_producer()
-        batches: dict[tuple[str, int], list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]] = {}
+        batches: dict[tuple[str, int], list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]] = {}
         partitions: dict[str, list[int]] = {}  # per topic, looked up once per call (not once per record)
-        sent = []
-        for topic, key, value, given, headers in records:
+        # Per future sent, the records it carries (their indices; a batch's are at its base offset on).
+        sent: list[tuple[Any, list[int]]] = []
+        for at, (topic, key, value, given, headers) in enumerate(records):
             name = topic.get_topic_name()
             partition = given
             if partition is None:
                 if key is None:
-                    sent.append(await producer.send(name, key, value, None, None, headers))
+                    sent.append((await producer.send(name, key, value, None, None, headers), [at]))
                     continue
                 if name not in partitions:
                     partitions[name] = sorted(await kafka.partitions_for(name))
                 known = partitions[name]
                 partition = known[0] if len(known) == 1 else PARTITIONER(key, known, known)
-            batches.setdefault((name, partition), []).append((key, value, headers or []))
+            batches.setdefault((name, partition), []).append((at, key, value, headers or []))
         for (name, partition), rows in batches.items():
             batch = kafka.create_batch()
-            for key, value, headers in rows:
+            carried: list[int] = []
+            for at, key, value, headers in rows:
                 if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
                     # Full: send it, start the next (a first record always fits, whatever its size).
-                    sent.append(await kafka.send_batch(batch, name, partition=partition))
+                    sent.append((await kafka.send_batch(batch, name, partition=partition), carried))
                     batch = kafka.create_batch()
+                    carried = []
                     batch.append(key=key, value=value, timestamp=None, headers=headers)
-            sent.append(await kafka.send_batch(batch, name, partition=partition))
-        await asyncio.gather(*sent)
+                carried.append(at)
+            sent.append((await kafka.send_batch(batch, name, partition=partition), carried))
+        landed: list[Landed] = [("", 0, 0)] * len(records)
+        metadata = await asyncio.gather(*(future for future, _ in sent))
+        for where, (_, indices) in zip(metadata, sent, strict=True):
+            for i, at in enumerate(indices):
+                landed[at] = (where.topic, where.partition, where.offset + i)
+        return landed
 
     def refuse(self, refused: StateError) -> None:
         """Stop the worker: its state table was written under other parameters (a restore refused it).
@@ -251,6 +273,30 @@ class At:
 
     partition: int
     topic: str = ""
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What a store's ``apply_changelog_batch`` reads of a changelog record's message."""
+
+    tp: TP
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class _Changelog:
+    """A changelog record written by the worker, shaped as the events Faust's recovery hands its store."""
+
+    key: bytes | None
+    value: bytes | None
+    message: _Written
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def key_text(key: object) -> str:
