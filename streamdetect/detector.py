@@ -261,11 +261,12 @@ class Detector:
             document["window"] = self.window.to_document()
         return document_parts(document)
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: bytes | memoryview) -> None:
         """Replace every state by a snapshot's; refused (:class:`StateError`) when the snapshot was taken
-        under another topology, other checks or thresholds, or another state version."""
+        under another topology, other checks or thresholds, or another state version. Each check decodes
+        its state in place (a view of ``data``, not a copy)."""
         try:
-            document = decode_document(data)
+            document = decode_document(data, views=True)
         except ValueError as exc:  # a JSON error, undecodable text, bytes cut short
             raise StateError(f"not a detector snapshot: {exc}") from None
         if document.get("version") != SNAPSHOT_VERSION:

@@ -110,8 +110,9 @@ class Check(Protocol, Generic[S, F]):
         """The state as bytes (versioned), for Faust tables and checkpoints."""
         ...
 
-    def decode(self, data: bytes) -> S:
-        """Inverse of :meth:`encode`; refuses another version."""
+    def decode(self, data: bytes | memoryview) -> S:
+        """Inverse of :meth:`encode`; refuses another version. ``data`` may be a memoryview of a larger
+        snapshot (a restore reads each check's state in place): read it as it is, or take ``bytes(data)``."""
         ...
 
     def changes(self, state: S) -> dict[str, bytes]:

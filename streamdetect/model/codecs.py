@@ -30,10 +30,11 @@ def frame_to_ipc(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def frame_from_ipc(data: bytes) -> pl.DataFrame:
+def frame_from_ipc(data: bytes | memoryview) -> pl.DataFrame:
     """Inverse of :func:`frame_to_ipc`; also reads the IPC file format, which pieces written before
-    2026-11-27 hold (a state table kept across an upgrade restores)."""
-    if data.startswith(_IPC_FILE_MAGIC):
+    2026-11-27 hold (a state table kept across an upgrade restores). A memoryview (a frame inside a
+    document) is copied for polars, which reads no memoryview, and let go once read."""
+    if bytes(data[: len(_IPC_FILE_MAGIC)]) == _IPC_FILE_MAGIC:
         return pl.read_ipc(io.BytesIO(data))
     return pl.read_ipc_stream(io.BytesIO(data))
 
@@ -90,20 +91,25 @@ def encode_document(document: Mapping[str, Any]) -> bytes:
     return document_parts(document).joined()
 
 
-def decode_document(data: bytes) -> dict[str, Any]:
+def decode_document(data: bytes | memoryview, *, views: bool = False) -> dict[str, Any]:
     """Inverse of :func:`encode_document`. A JSON object (a state written before binary documents, its
     frames base64 text) is returned as it is: :func:`as_frame` and :func:`as_bytes` read either. Raises
-    ValueError when ``data`` is neither, or is cut short."""
-    if not data.startswith(DOCUMENT_MAGIC):
-        document = json.loads(data)
+    ValueError when ``data`` is neither, or is cut short.
+
+    ``views``: its byte strings as memoryviews of ``data`` instead of copies (a reader that decodes them in
+    turn, as a Detector's restore does its checks' states, then holds the state's bytes once, not twice);
+    they keep ``data`` alive while referenced."""
+    whole = memoryview(data)
+    if bytes(whole[: len(DOCUMENT_MAGIC)]) != DOCUMENT_MAGIC:
+        document = json.loads(bytes(whole))
         if not isinstance(document, dict):
             raise ValueError("not a state document: a JSON value that is not an object")
         return document
     start = len(DOCUMENT_MAGIC)
-    length = int.from_bytes(data[start : start + _LENGTH_BYTES], "big")
+    length = int.from_bytes(whole[start : start + _LENGTH_BYTES], "big")
     start += _LENGTH_BYTES
     try:
-        header = json.loads(data[start : start + length])
+        header = json.loads(bytes(whole[start : start + length]))
         sizes = [int(size) for size in header["blobs"]]
         document = header["document"]
     except (UnicodeDecodeError, KeyError, TypeError) as exc:
@@ -122,10 +128,11 @@ def decode_document(data: bytes) -> dict[str, Any]:
         if isinstance(value, dict):
             if len(value) == 1 and _FRAME in value:
                 at = int(value[_FRAME])
-                return frame_from_ipc(data[offsets[at] : offsets[at + 1]])
+                return frame_from_ipc(whole[offsets[at] : offsets[at + 1]])
             if len(value) == 1 and _BYTES in value:
                 at = int(value[_BYTES])
-                return data[offsets[at] : offsets[at + 1]]
+                part = whole[offsets[at] : offsets[at + 1]]
+                return part if views else part.tobytes()
             return {key: resolved(item) for key, item in value.items()}
         if isinstance(value, list):
             return [resolved(item) for item in value]
@@ -140,12 +147,12 @@ def as_frame(value: pl.DataFrame | str) -> pl.DataFrame:
     return value if isinstance(value, pl.DataFrame) else frame_from_ipc(base64.b64decode(value))
 
 
-def as_bytes(value: bytes | str) -> bytes:
-    """Bytes of a decoded document: themselves, or base64 text (a document written before)."""
-    return value if isinstance(value, bytes) else base64.b64decode(value)
+def as_bytes(value: bytes | memoryview | str) -> bytes | memoryview:
+    """Bytes of a decoded document: themselves (or their view), or base64 text (a document written before)."""
+    return value if isinstance(value, bytes | memoryview) else base64.b64decode(value)
 
 
-def versioned_document(data: bytes, version: int, kind: str) -> dict[str, Any]:
+def versioned_document(data: bytes | memoryview, version: int, kind: str) -> dict[str, Any]:
     """The document of a serialized state (:func:`decode_document`), refusing one of another version."""
     document = decode_document(data)
     if document.get("version") != version:

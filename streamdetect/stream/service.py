@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,19 +253,21 @@ class DetectorService:
         and the records numbered from its last link, unpacked, in order. Takes their keys and sizes, and
         the next entry's number."""
         records, snapshots = self.prefix + RECORD_PREFIX, self.prefix + SNAPSHOT_PREFIX
-        numbered = {key[len(records) :]: value for key, value in table.items() if key.startswith(records)}
-        snapshotted = {key[len(snapshots) :]: value for key, value in table.items() if key.startswith(snapshots)}
+        # Keys first, each value read once when its entry is put together (a store may read them on demand).
+        names = list(table)
+        numbered = _Suffixed(table, records, [key for key in names if key.startswith(records)])
+        snapshotted = _Suffixed(table, snapshots, [key for key in names if key.startswith(snapshots)])
         whole = whole_entries(snapshotted)
         # The latest snapshot with its chain whole; records below it are covered.
         chain = latest_chain(whole)
         base = chain[-1][0] if chain else None
-        written = {number: entry for number, entry in whole_entries(numbered).items() if number >= (base or 0)}
+        written = whole_entries(numbered, lambda number: number >= (base or 0))
         linked = {number for number, _ in chain}
         self.chain_keys = [snapshots + key for key in snapshotted if int(key.partition(".")[0]) in linked]
         # The records since, and the entries the chain covers or that were passed over: the next snapshot
         # deletes them.
         chained = set(self.chain_keys)
-        self.record_keys = [key for key in table if key.startswith((records, snapshots)) and key not in chained]
+        self.record_keys = [key for key in names if key.startswith((records, snapshots)) and key not in chained]
         self.last_snapshot, self.links = base, len(chain)
         # The next number follows the highest written, an incomplete entry's or snapshot's included (its
         # chunks stay until the next snapshot deletes them: a number is never reused).
@@ -713,3 +715,21 @@ def _refused(message: str) -> DeadLetter:
     if "never published" in message or "has published none" in message:
         return DeadLetter("refused", "withdraws a row that is not published")
     return DeadLetter("refused", "the detector refused the batch")
+
+
+class _Suffixed(Mapping[str, bytes]):
+    """The entries of ``table`` whose keys are ``names`` (each starting with ``prefix``), by key without the
+    prefix; values looked up in ``table`` when asked."""
+
+    def __init__(self, table: Mapping[str, bytes], prefix: str, names: list[str]) -> None:
+        self.table, self.prefix = table, prefix
+        self.names = {name[len(prefix) :]: name for name in names}
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.table[self.names[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)

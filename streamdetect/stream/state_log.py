@@ -5,7 +5,7 @@ to the producer's limit), the snapshots that replace them (compaction), and wher
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -152,28 +152,38 @@ def _cut(key: str, parts: list[bytes | memoryview], limit: int) -> dict[str, byt
 
 def read_entries(data: bytes) -> dict[str, bytes]:
     """The entries of a snapshot (:func:`snapshot_chunks`), or of a record or a snapshot packed as a frame
-    (:func:`pack_entries`: records, and snapshots written before)."""
+    (:func:`pack_entries`: records, and snapshots written before). A snapshot's Detector (``meta/detector``,
+    nearly all of it) is a view of ``data``, read in place by the restore, not a copy."""
     if data.startswith(DOCUMENT_MAGIC):
-        return dict(decode_document(data)["entries"])
+        entries = decode_document(data, views=True)["entries"]
+        return {key: value if key == DETECTOR_KEY else value.tobytes() for key, value in entries.items()}
     return unpack_entries(data)
 
 
-def whole_entries(written: Mapping[str, bytes]) -> dict[int, bytes]:
+def whole_entries(written: Mapping[str, bytes], wanted: Callable[[int], bool] = lambda _: True) -> dict[int, bytes]:
     """The table's entries by number (keys without the prefix: ``<n>`` or chunks ``<n>.<i>-<count>``),
-    chunks put back together; an entry with a chunk missing is left out."""
+    chunks put back together; an entry with a chunk missing is left out, and so is one whose number is
+    not ``wanted``. Each value is looked up once, when its entry is put together: over a store that reads
+    them on demand (:class:`~streamdetect.stream.worker.outputs.StoredEntries`) the chunks of an entry are
+    let go as they are appended, and the state is not held twice."""
     whole: dict[int, bytes] = {}
-    chunks: dict[int, dict[int, tuple[int, bytes]]] = {}
-    for key, value in written.items():
+    chunks: dict[int, dict[int, tuple[int, str]]] = {}
+    for key in written:
         digits, _, chunk = key.partition(".")
+        if not wanted(int(digits)):
+            continue
         if not chunk:
-            whole[int(digits)] = value
+            whole[int(digits)] = written[key]
             continue
         index, _, total = chunk.partition("-")
-        chunks.setdefault(int(digits), {})[int(index)] = (int(total), value)
+        chunks.setdefault(int(digits), {})[int(index)] = (int(total), key)
     for number, parts in chunks.items():
         count = next(iter(parts.values()))[0]
         if sorted(parts) == list(range(count)):
-            whole[number] = b"".join(parts[i][1] for i in range(count))
+            joined = bytearray()
+            for i in range(count):
+                joined += written[parts[i][1]]
+            whole[number] = joined  # type: ignore[assignment]  # read as bytes: startswith, slices, views
         else:
             log.warning("state entry %d is incomplete (%d of %d chunks): left out", number, len(parts), count)
     return whole

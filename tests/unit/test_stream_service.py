@@ -367,7 +367,7 @@ def test_a_snapshot_written_as_a_packed_frame_before_still_restores() -> None:
     # The same snapshot as the worker wrote it before: its entries packed in a frame, in chunks.
     (number,) = {key.partition(".")[0] for key in written}
     before = {key: value for key, value in table.items() if key not in written}
-    before |= chunked(number, pack_entries(entries), 2048)
+    before |= chunked(number, pack_entries({key: bytes(value) for key, value in entries.items()}), 2048)
     again = DetectorService(topology, max_bytes=2048)
     again.restore(before)
     assert [f.id for f in again.detector.findings()] == [f.id for f in service.detector.findings()]

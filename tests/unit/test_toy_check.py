@@ -98,8 +98,8 @@ class ThinViews:
     def encode(self, state: dict[str, int]) -> bytes:
         return json.dumps({"version": 1, "rows": state}).encode()
 
-    def decode(self, data: bytes) -> dict[str, int]:
-        return dict(json.loads(data)["rows"])
+    def decode(self, data: bytes | memoryview) -> dict[str, int]:
+        return dict(json.loads(bytes(data))["rows"])
 
     def changes(self, state: dict[str, int]) -> dict[str, bytes]:
         return {"rows": self.encode(state)}

@@ -104,7 +104,7 @@ class PublisherSide:
         """The state's codec."""
         return state.to_bytes()
 
-    def decode(self, data: bytes) -> SindState:
+    def decode(self, data: bytes | memoryview) -> SindState:
         """Inverse of :meth:`encode`."""
         return SindState.from_bytes(data)
 

@@ -138,7 +138,7 @@ class SindState:
         return encode_document({"version": self.VERSION, "rows": self.rows, "written": self.log.written})
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> SindState:
+    def from_bytes(cls, data: bytes | memoryview) -> SindState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "table rows")
         rows = as_frame(document["rows"]) if document["rows"] is not None else None

@@ -113,7 +113,7 @@ class KAnonymity:
         """The method's state codec."""
         return state.to_bytes()
 
-    def decode(self, data: bytes) -> KAnonymityState:
+    def decode(self, data: bytes | memoryview) -> KAnonymityState:
         """Inverse of :meth:`encode`."""
         state: KAnonymityState = self.method.decode(data)
         return state

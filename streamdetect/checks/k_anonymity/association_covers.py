@@ -134,7 +134,7 @@ class AssociationCoverState:
         return encode_document(document)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> AssociationCoverState:
+    def from_bytes(cls, data: bytes | memoryview) -> AssociationCoverState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "association-cover")
         return cls(

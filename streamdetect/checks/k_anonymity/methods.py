@@ -58,7 +58,7 @@ class Method(Protocol):
         """No rows seen."""
         ...
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes | memoryview) -> Any:
         """A state from its bytes."""
         ...
 
@@ -108,7 +108,7 @@ class JoinMethod:
     def initialize(self) -> AssociationCoverState:
         return self.check.initialize()
 
-    def decode(self, data: bytes) -> AssociationCoverState:
+    def decode(self, data: bytes | memoryview) -> AssociationCoverState:
         return AssociationCoverState.from_bytes(data)
 
     def validate(self, state: AssociationCoverState, batch: Batch) -> str | None:
@@ -170,7 +170,7 @@ class RecomputedMethod:
     def initialize(self) -> RowsState:
         return self.check.initialize()
 
-    def decode(self, data: bytes) -> RowsState:
+    def decode(self, data: bytes | memoryview) -> RowsState:
         return RowsState.from_bytes(data)
 
     def validate(self, state: RowsState, batch: Batch) -> str | None:

@@ -60,7 +60,7 @@ class RowsState:
         return encode_document(document)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> RowsState:
+    def from_bytes(cls, data: bytes | memoryview) -> RowsState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "rows")
         table = document["table"]

@@ -84,7 +84,7 @@ class Linkage:
         """The state's codec."""
         return state.to_bytes()
 
-    def decode(self, data: bytes) -> LinkageState:
+    def decode(self, data: bytes | memoryview) -> LinkageState:
         """Inverse of :meth:`encode`, warmed for the next batches (a restore is O(state) already)."""
         state = LinkageState.from_bytes(data)
         self.check.warm(state)

@@ -295,7 +295,7 @@ class LinkageState:
         return encode_document(document)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> LinkageState:
+    def from_bytes(cls, data: bytes | memoryview) -> LinkageState:
         """Inverse of :meth:`to_bytes`; refuses a state of another version."""
         document = versioned_document(data, cls.VERSION, "linkage")
         state = cls(

@@ -366,7 +366,7 @@ class TableAnonymity:
         }
         return encode_document(document)
 
-    def decode(self, data: bytes) -> AnonymityState:
+    def decode(self, data: bytes | memoryview) -> AnonymityState:
         """Inverse of :meth:`encode`; refuses another version."""
         document = versioned_document(data, AnonymityState.VERSION, self.criterion)
         state = AnonymityState(written=document["written"])

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,9 +256,10 @@ class Outputs:
         left = self.app.consumer.highwater(message.tp) - message.offset - 1
         self.metrics.lag(message.topic, message.partition, left)
 
-    def entries(self, prefix: str = "") -> dict[str, bytes]:
-        """The table's entries whose keys start with ``prefix``, keys as text."""
-        return {name: value for key, value in self.table.items() if (name := key_text(key)).startswith(prefix)}
+    def entries(self, prefix: str = "") -> StoredEntries:
+        """The table's entries whose keys start with ``prefix``, keys as text, each value read from the
+        table's store when looked up."""
+        return StoredEntries(self.table.data, [key for key in self.table.data if key_text(key).startswith(prefix)])
 
 
 def headers_of(message: Any) -> list[tuple[str, bytes]]:
@@ -273,6 +274,26 @@ class At:
 
     partition: int
     topic: str = ""
+
+
+class StoredEntries(Mapping[str, bytes]):
+    """Entries of a table's store (``keys``, as the store has them), by key as text, each value read from
+    the store when looked up: a restore puts an entry's chunks together as it reads them, so a RocksDB
+    store's entries are never all in memory at once (the memory store holds them anyway)."""
+
+    def __init__(self, store: Any, keys: list[Any]) -> None:
+        self.store = store
+        self.keys_by_name = {key_text(key): key for key in keys}
+
+    def __getitem__(self, name: str) -> bytes:
+        value: bytes = self.store[self.keys_by_name[name]]
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys_by_name)
+
+    def __len__(self) -> int:
+        return len(self.keys_by_name)
 
 
 @dataclass(frozen=True)
