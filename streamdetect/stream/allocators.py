@@ -10,7 +10,8 @@ at most 670 MB while folding and 542 MB at the end instead of 731 and 643, in th
 
 polars' allocator (jemalloc) is polars' to set: it returns dirty pages after 0.5 s. An operator who would
 rather trade time for memory can set ``_RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0`` in the worker's
-environment (measured on the same unit: 80 MB less at most while folding, 10-15% more time).
+environment (measured on the same unit: 70-80 MB less at most while folding, for about a third more CPU,
+the kernel's time taking pages back and giving them again).
 """
 
 from __future__ import annotations
