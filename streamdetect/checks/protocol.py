@@ -17,6 +17,7 @@ import polars as pl
 
 from streamdetect.checks.findings import Delta
 from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import Encoded
 
 S = TypeVar("S")
 F = TypeVar("F")
@@ -106,8 +107,9 @@ class Check(Protocol, Generic[S, F]):
         """Every finding the state holds, in report order."""
         ...
 
-    def encode(self, state: S) -> bytes:
-        """The state as bytes (versioned), for Faust tables and checkpoints."""
+    def encode(self, state: S) -> bytes | Encoded:
+        """The state as bytes (versioned), for Faust tables and checkpoints; or as the parts of its bytes
+        (:class:`~streamdetect.model.codecs.Encoded`), which a snapshot splices in without joining them."""
         ...
 
     def decode(self, data: bytes | memoryview) -> S:

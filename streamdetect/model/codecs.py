@@ -54,6 +54,9 @@ class Encoded:
         """The document's bytes."""
         return b"".join(self.parts)
 
+    def __bytes__(self) -> bytes:
+        return self.joined()
+
 
 def document_parts(document: Mapping[str, Any]) -> Encoded:
     """A state's document (JSON values, polars frames, bytes and :class:`Encoded` documents anywhere in it) as

@@ -135,7 +135,7 @@ def test_incremental_findings_match_the_definitions(
             assert _seen(check.result(state)) == expected
             assert _seen(opened.values()) == expected  # raised minus cleared is the open set
             assert _seen(check.result(replica)) == expected  # rebuilt from the written pieces
-            assert _seen(check.result(check.decode(check.encode(state)))) == expected
+            assert _seen(check.result(check.decode(bytes(check.encode(state))))) == expected
 
 
 def test_withdrawing_a_row_that_is_not_there_is_refused() -> None:

@@ -100,7 +100,7 @@ def test_a_snapshot_written_before_as_json_still_restores_and_one_cut_short_is_r
         "version": SNAPSHOT_VERSION,
         "fingerprint": detector.fingerprint,
         "states": {
-            name: base64.b64encode(check.encode(detector.states[name])).decode()
+            name: base64.b64encode(bytes(check.encode(detector.states[name]))).decode()
             for name, check in detector.checks.items()
         },
         "dtypes": base64.b64encode(frame_to_ipc(pl.DataFrame(schema=detector.dtypes))).decode(),

@@ -119,7 +119,7 @@ def test_the_findings_are_found_once_per_change_of_the_rows(monkeypatch: pytest.
     found = check.result(state)
     assert check.result(state) is found
     assert len(calls) == 1
-    restored = check.decode(check.encode(state))
+    restored = check.decode(bytes(check.encode(state)))
     assert [f.id for f in check.result(restored)] == [f.id for f in found]
     assert len(calls) == 2
     check.result(restored)

@@ -19,6 +19,7 @@ from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, 
 from streamdetect.checks.presentation import MEMBERS_SHOWN, Section, Shown
 from streamdetect.checks.protocol import BY_SENSITIVE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import Encoded
 from streamdetect.model.topology import Topology
 
 
@@ -100,9 +101,9 @@ class PublisherSide:
         """Every class that does not protect its members."""
         return list(self.check.result(state)) if state.rows is not None else []
 
-    def encode(self, state: SindState) -> bytes:
+    def encode(self, state: SindState) -> Encoded:
         """The state's codec."""
-        return state.to_bytes()
+        return state.to_parts()
 
     def decode(self, data: bytes | memoryview) -> SindState:
         """Inverse of :meth:`encode`."""

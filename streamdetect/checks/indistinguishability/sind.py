@@ -50,7 +50,7 @@ from streamdetect.checks.indistinguishability.private_values import (
     build_oracle,
 )
 from streamdetect.errors import TopologyError
-from streamdetect.model.codecs import as_frame, encode_document, versioned_document
+from streamdetect.model.codecs import Encoded, as_frame, document_parts, versioned_document
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.bags import remove_occurrences
@@ -133,9 +133,13 @@ class SindState:
     #: when absent; :mod:`streamdetect.checks.indistinguishability.rsind`).
     partitions: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    def to_parts(self) -> Encoded:
+        """Serialize (a versioned document with an Arrow IPC frame), as the parts of its bytes."""
+        return document_parts({"version": self.VERSION, "rows": self.rows, "written": self.log.written})
+
     def to_bytes(self) -> bytes:
-        """Serialize (a versioned document with an Arrow IPC frame)."""
-        return encode_document({"version": self.VERSION, "rows": self.rows, "written": self.log.written})
+        """:meth:`to_parts` joined."""
+        return self.to_parts().joined()
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview) -> SindState:

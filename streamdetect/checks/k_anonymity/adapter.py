@@ -28,6 +28,7 @@ from streamdetect.checks.k_anonymity.methods import KAnonymityState, Method, cho
 from streamdetect.checks.presentation import Section, Shown, association_cells, values_text
 from streamdetect.checks.protocol import BY_PAIR, WHOLE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import Encoded
 from streamdetect.model.topology import Topology
 
 
@@ -109,9 +110,9 @@ class KAnonymity:
             state.findings = self.method.covers(state)
         return state.findings
 
-    def encode(self, state: KAnonymityState) -> bytes:
+    def encode(self, state: KAnonymityState) -> Encoded:
         """The method's state codec."""
-        return state.to_bytes()
+        return state.to_parts()
 
     def decode(self, data: bytes | memoryview) -> KAnonymityState:
         """Inverse of :meth:`encode`."""

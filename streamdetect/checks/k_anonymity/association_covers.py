@@ -41,7 +41,7 @@ from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRela
 from streamdetect.checks.k_anonymity.repeated_projections import firsts_only
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
-from streamdetect.model.codecs import as_frame, encode_document, versioned_document
+from streamdetect.model.codecs import Encoded, as_frame, document_parts, versioned_document
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.dictionary import decode
 from streamdetect.relational.linked_values import Plan, SharedWork, cap_grown, in_memory, linked_values
@@ -123,15 +123,19 @@ class AssociationCoverState:
             return kept[1]
         return diff(before, after)
 
-    def to_bytes(self) -> bytes:
-        """Serialize (a versioned document with Arrow IPC frames)."""
+    def to_parts(self) -> Encoded:
+        """Serialize (a versioned document with Arrow IPC frames), as the parts of its bytes."""
         document = {
             "version": self.VERSION,
             "seen": self.seen.to_document(),
             "sets": [[*key, frame] for key, frame in self.sets.items()],
             "written": self.log.written,
         }
-        return encode_document(document)
+        return document_parts(document)
+
+    def to_bytes(self) -> bytes:
+        """:meth:`to_parts` joined."""
+        return self.to_parts().joined()
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview) -> AssociationCoverState:

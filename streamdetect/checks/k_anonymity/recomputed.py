@@ -17,7 +17,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import Delta, Finding, diff
-from streamdetect.model.codecs import as_frame, encode_document, versioned_document
+from streamdetect.model.codecs import Encoded, as_frame, document_parts, versioned_document
 from streamdetect.model.topology import ViewDefinition
 from streamdetect.relational.bags import remove_occurrences
 
@@ -49,15 +49,19 @@ class RowsState:
         """How many times the rows of view ``name`` (or of the table, ``TABLE``) changed in this object."""
         return self.generations.get(name, 0)
 
-    def to_bytes(self) -> bytes:
-        """Serialize (a versioned document with Arrow IPC frames)."""
+    def to_parts(self) -> Encoded:
+        """Serialize (a versioned document with Arrow IPC frames), as the parts of its bytes."""
         document = {
             "version": self.VERSION,
             "views": dict(self.views),
             "table": self.table,
             "written": self.log.written,
         }
-        return encode_document(document)
+        return document_parts(document)
+
+    def to_bytes(self) -> bytes:
+        """:meth:`to_parts` joined."""
+        return self.to_parts().joined()
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview) -> RowsState:

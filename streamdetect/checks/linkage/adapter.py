@@ -14,6 +14,7 @@ from streamdetect.checks.linkage.state import (
 )
 from streamdetect.checks.protocol import BY_IDENTIFIER_VALUE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
+from streamdetect.model.codecs import Encoded
 from streamdetect.model.topology import Topology
 
 
@@ -80,9 +81,9 @@ class Linkage:
         findings: :meth:`LinkageCheck.result_withheld`)."""
         return self.check.result_withheld(state, views)
 
-    def encode(self, state: LinkageState) -> bytes:
+    def encode(self, state: LinkageState) -> Encoded:
         """The state's codec."""
-        return state.to_bytes()
+        return state.to_parts()
 
     def decode(self, data: bytes | memoryview) -> LinkageState:
         """Inverse of :meth:`encode`, warmed for the next batches (a restore is O(state) already)."""

@@ -18,7 +18,14 @@ import polars as pl
 
 from streamdetect.checks.findings import LinkageFinding
 from streamdetect.checks.seen_rows import SeenRows
-from streamdetect.model.codecs import as_frame, encode_document, frame_from_ipc, frame_to_ipc, versioned_document
+from streamdetect.model.codecs import (
+    Encoded,
+    as_frame,
+    document_parts,
+    frame_from_ipc,
+    frame_to_ipc,
+    versioned_document,
+)
 from streamdetect.relational.linked_values import KeptCaps, Plan
 
 #: One boolean per dictionary code (indexed by code).
@@ -284,15 +291,20 @@ class LinkageState:
         self.open = None
         self.settled.clear()
 
-    def to_bytes(self) -> bytes:
-        """Serialize (a versioned document with Arrow IPC frames), for Faust tables and checkpoints."""
+    def to_parts(self) -> Encoded:
+        """Serialize (a versioned document with Arrow IPC frames) as the parts of its bytes, for Faust tables and
+        checkpoints (a snapshot splices them in)."""
         document = {
             "version": self.VERSION,
             "seen": self.seen.to_document(),
             "linked": [[list(key[0]), key[1], key[2], frame] for key, frame in self.linked.items()],
             "unlinked": {key: value for key, value in self.marks.items() if key.startswith("unlinked/")},
         }
-        return encode_document(document)
+        return document_parts(document)
+
+    def to_bytes(self) -> bytes:
+        """:meth:`to_parts` joined."""
+        return self.to_parts().joined()
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview) -> LinkageState:

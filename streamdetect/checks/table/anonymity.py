@@ -32,7 +32,7 @@ from streamdetect.checks.findings import Delta, GroupFinding, diff
 from streamdetect.checks.presentation import Section, Shown
 from streamdetect.checks.protocol import CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import encode_document, frame_from_ipc, frame_to_ipc, versioned_document
+from streamdetect.model.codecs import Encoded, document_parts, frame_from_ipc, frame_to_ipc, versioned_document
 from streamdetect.model.topology import Topology
 
 Criterion = Literal["table-k-anonymity", "l-diversity"]
@@ -353,7 +353,7 @@ class TableAnonymity:
             )
         return findings
 
-    def encode(self, state: AnonymityState) -> bytes:
+    def encode(self, state: AnonymityState) -> Encoded:
         """The counts, one frame per relation (a versioned document)."""
         document = {
             "version": AnonymityState.VERSION,
@@ -364,7 +364,7 @@ class TableAnonymity:
             },
             "written": state.written,
         }
-        return encode_document(document)
+        return document_parts(document)
 
     def decode(self, data: bytes | memoryview) -> AnonymityState:
         """Inverse of :meth:`encode`; refuses another version."""
