@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ from streamdetect.stream.state_log import (
     SOURCE_PREFIX,
     UNIVERSAL_KEY,
     WITHDREW_KEY,
+    LookedUp,
     Source,
     chunked,
     extend_segments,
@@ -255,8 +256,8 @@ class DetectorService:
         records, snapshots = self.prefix + RECORD_PREFIX, self.prefix + SNAPSHOT_PREFIX
         # Keys first, each value read once when its entry is put together (a store may read them on demand).
         names = list(table)
-        numbered = _Suffixed(table, records, [key for key in names if key.startswith(records)])
-        snapshotted = _Suffixed(table, snapshots, [key for key in names if key.startswith(snapshots)])
+        numbered = LookedUp(table, {key[len(records) :]: key for key in names if key.startswith(records)})
+        snapshotted = LookedUp(table, {key[len(snapshots) :]: key for key in names if key.startswith(snapshots)})
         whole = whole_entries(snapshotted)
         # The latest snapshot with its chain whole; records below it are covered.
         chain = latest_chain(whole)
@@ -715,21 +716,3 @@ def _refused(message: str) -> DeadLetter:
     if "never published" in message or "has published none" in message:
         return DeadLetter("refused", "withdraws a row that is not published")
     return DeadLetter("refused", "the detector refused the batch")
-
-
-class _Suffixed(Mapping[str, bytes]):
-    """The entries of ``table`` whose keys are ``names`` (each starting with ``prefix``), by key without the
-    prefix; values looked up in ``table`` when asked."""
-
-    def __init__(self, table: Mapping[str, bytes], prefix: str, names: list[str]) -> None:
-        self.table, self.prefix = table, prefix
-        self.names = {name[len(prefix) :]: name for name in names}
-
-    def __getitem__(self, key: str) -> bytes:
-        return self.table[self.names[key]]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)

@@ -5,8 +5,9 @@ to the producer's limit), the snapshots that replace them (compaction), and wher
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -150,6 +151,24 @@ def _cut(key: str, parts: list[bytes | memoryview], limit: int) -> dict[str, byt
     return chunks
 
 
+class LookedUp(Mapping[str, bytes]):
+    """The entries of ``source`` under other keys (``keys``: each key here to its key there), each value
+    looked up in ``source`` when asked: a reader that takes one value at a time (:func:`whole_entries`)
+    then never holds them all, over a store that reads them on demand (a worker's RocksDB table)."""
+
+    def __init__(self, source: Mapping[Any, bytes], keys: dict[str, Any]) -> None:
+        self.source, self.keys_there = source, keys
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.source[self.keys_there[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys_there)
+
+    def __len__(self) -> int:
+        return len(self.keys_there)
+
+
 def read_entries(data: bytes) -> dict[str, bytes]:
     """The entries of a snapshot (:func:`snapshot_chunks`), or of a record or a snapshot packed as a frame
     (:func:`pack_entries`: records, and snapshots written before). A snapshot's Detector (``meta/detector``,
@@ -164,7 +183,7 @@ def whole_entries(written: Mapping[str, bytes], wanted: Callable[[int], bool] = 
     """The table's entries by number (keys without the prefix: ``<n>`` or chunks ``<n>.<i>-<count>``),
     chunks put back together; an entry with a chunk missing is left out, and so is one whose number is
     not ``wanted``. Each value is looked up once, when its entry is put together: over a store that reads
-    them on demand (:class:`~streamdetect.stream.worker.outputs.StoredEntries`) the chunks of an entry are
+    them on demand (:class:`LookedUp`) the chunks of an entry are
     let go as they are appended, and the state is not held twice."""
     whole: dict[int, bytes] = {}
     chunks: dict[int, dict[int, tuple[int, str]]] = {}

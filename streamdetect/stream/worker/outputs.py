@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from streamdetect.stream.records import DeadLetter
 from streamdetect.stream.routing import Routed, source_of
 from streamdetect.stream.sensor import WorkerSensor
 from streamdetect.stream.service import Outcome
+from streamdetect.stream.state_log import LookedUp
 from streamdetect.stream.topics import dead_letter_topic, findings_topic, route_topic, universal_topic
 
 log = logging.getLogger(__name__)
@@ -256,10 +257,11 @@ class Outputs:
         left = self.app.consumer.highwater(message.tp) - message.offset - 1
         self.metrics.lag(message.topic, message.partition, left)
 
-    def entries(self, prefix: str = "") -> StoredEntries:
+    def entries(self, prefix: str = "") -> LookedUp:
         """The table's entries whose keys start with ``prefix``, keys as text, each value read from the
-        table's store when looked up."""
-        return StoredEntries(self.table.data, [key for key in self.table.data if key_text(key).startswith(prefix)])
+        table's store when looked up (a RocksDB store's entries are then never all in memory at once)."""
+        store = self.table.data
+        return LookedUp(store, {name: key for key in store if (name := key_text(key)).startswith(prefix)})
 
 
 def headers_of(message: Any) -> list[tuple[str, bytes]]:
@@ -274,26 +276,6 @@ class At:
 
     partition: int
     topic: str = ""
-
-
-class StoredEntries(Mapping[str, bytes]):
-    """Entries of a table's store (``keys``, as the store has them), by key as text, each value read from
-    the store when looked up: a restore puts an entry's chunks together as it reads them, so a RocksDB
-    store's entries are never all in memory at once (the memory store holds them anyway)."""
-
-    def __init__(self, store: Any, keys: list[Any]) -> None:
-        self.store = store
-        self.keys_by_name = {key_text(key): key for key in keys}
-
-    def __getitem__(self, name: str) -> bytes:
-        value: bytes = self.store[self.keys_by_name[name]]
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys_by_name)
-
-    def __len__(self) -> int:
-        return len(self.keys_by_name)
 
 
 @dataclass(frozen=True)
