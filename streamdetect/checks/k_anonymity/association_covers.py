@@ -512,6 +512,9 @@ class AssociationCoverCheck:
         if last is not None:
             items, gone = _changed(chosen, last, since if views is not None else None)
             if not items and not gone and state.listed is not None:
+                # The same views per cover: the caller's mapping is the last result's from now on (a search
+                # resumes from the result it made, its own mapping compared by identity).
+                state.reported_from = views if views is not None else last
                 return state.listed
             shown = known  # changed in place: the covers gone or with other views leave it
             for cover, before in gone:
