@@ -445,11 +445,14 @@ def incremental_command(
         click.echo(f"warning: {name} is incomplete: {why} (--table feeds it)", err=True)
 
 
-@bench.command("partition")
-@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
+PLAN_PARTITIONS = click.option(
     "--partitions", required=True, type=click.IntRange(min=1), help="Partitions the plan splits the work over."
 )
+
+
+@bench.command("partition")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@PLAN_PARTITIONS
 @click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per batch.")
 @click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Only this check (repeatable).")
 @click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
@@ -507,6 +510,78 @@ def partition_command(
     if not outcome["findings_equal"]:
         raise click.ClickException("the units' findings differ from one Detector's")
     click.echo("the units' findings equal one Detector's")
+
+
+@bench.command("unit")
+@click.argument("topology", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@PLAN_PARTITIONS
+@click.option("--unit", "unit", help="The unit to run (as `bench partition` names it) [default: the only one].")
+@click.option(
+    "--store",
+    type=click.Choice(["memory://", "rocksdb://"]),
+    default="memory://",
+    show_default=True,
+    help="Where the unit's table is kept, as the worker's --store.",
+)
+@click.option("--batch-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows per batch.")
+@click.option("--check", "checks", multiple=True, type=click.Choice(CHECKS), help="Only this check (repeatable).")
+@click.option("--k", type=click.IntRange(min=2), help="Override the threshold k.")
+@FEED_TABLE
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_cleanly
+def unit_command(
+    topology: Path,
+    partitions: int,
+    unit: str | None,
+    store: str,
+    batch_rows: int,
+    checks: tuple[str, ...],
+    k: int | None,
+    feed_table: bool | None,
+    as_json: bool,
+) -> None:
+    """Fold one unit of TOPOLOGY's P-partition plan as a worker holding it does (its table in the store
+    named) and read the process's resident memory: at its peak while folding, through a withdrawal and the
+    snapshot re-encoding the state, and in a fresh process restoring it from the table."""
+    from streamdetect.bench.unit_memory import run_unit
+    from streamdetect.io.topology_file import load_topology
+
+    model = load_topology(topology)
+    with _batch_progress() as progress:
+        outcome = run_unit(
+            model,
+            lambda: _inputs(model, checks or None, feed_table),
+            partitions=partitions,
+            unit=unit,
+            store=store,
+            batch_rows=batch_rows,
+            checks=checks or None,
+            k=k,
+            progress=progress,
+        )
+    if as_json:
+        click.echo(json.dumps(outcome, ensure_ascii=False))
+        return
+    mb = 1 << 20
+    phases = outcome["phases"]
+    click.echo(
+        f"unit {outcome['unit']} of {outcome['partitions']} partition(s), table {outcome['store']}: "
+        f"{outcome['rows']:,} rows in {outcome['records']:,} records; state {outcome['state_bytes'] / mb:,.1f} MB, "
+        f"table {outcome['table_bytes'] / mb:,.1f} MB; the process at {outcome['baseline_bytes'] / mb:,.0f} MB before"
+    )
+    for name, what in (
+        ("fold", "folding"),
+        ("withdraw", "withdrawing a row and re-encoding"),
+        ("restore", "restoring (a fresh process)"),
+    ):
+        phase = phases[name]
+        click.echo(
+            f"  {what}: at most {phase['peak_bytes'] / mb:,.0f} MB, {phase['end_bytes'] / mb:,.0f} MB at the "
+            f"end, {phase['seconds']:.1f} s"
+        )
+    if not outcome["findings_restored"]:
+        raise click.ClickException("the restored service's findings differ from the service's")
+    click.echo(f"{outcome['open_findings']:,} open findings, the same after the restore")
 
 
 @bench.command("stream")

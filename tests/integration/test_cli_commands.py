@@ -9,11 +9,12 @@ from pathlib import Path
 
 import polars as pl
 
-from streamdetect.bench.incremental import with_withdrawals
+from streamdetect.bench.incremental import micro_batches, with_withdrawals
 from streamdetect.detector import Detector
 from streamdetect.io.sources import load_views
 from streamdetect.io.topology_file import load_topology
 from streamdetect.model.batch import Batch
+from streamdetect.partitioning import plan
 from streamdetect.relational.bags import remove_occurrences
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +103,39 @@ def test_bench_partition_measures_every_unit_of_the_plan_beside_one_detector() -
     assert mixed.returncode == 0, mixed.stderr
     named = {unit["name"] for unit in json.loads(mixed.stdout)["units"]}
     assert named == {"SSN/0", "Name/0", "#k-anonymity/SSN/Disease", "#k-anonymity/Name/Disease"}
+
+
+def test_bench_unit_folds_one_unit_as_a_worker_and_restores_it_in_a_fresh_process() -> None:
+    path = ROOT / "topologies" / "dou-patients.yaml"
+    topology = load_topology(path)
+    split = plan(topology, 3)
+    unit = next(unit for unit in split.units() if unit.name == "SSN/0")
+    shares = [split.split_batch(batch).get(unit) for batch in micro_batches(load_views(topology), 0, 2)]
+    rows = sum(frame.height for share in shares if share is not None for frame in share.views.values())
+    for store in ("memory://", "rocksdb://"):
+        result = _run(
+            "bench", "unit", str(path), "--partitions", "3", "--unit", "SSN/0", "--batch-rows", "2", "--store", store,
+            "--json",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        assert (document["unit"], document["store"], document["rows"]) == ("SSN/0", store, rows)
+        assert document["state_bytes"] > 0
+        assert document["table_bytes"] > 0
+        assert document["open_findings"] > 0
+        assert document["findings_restored"] is True
+        phases = document["phases"]
+        assert set(phases) == {"fold", "withdraw", "restore"}
+        assert phases["fold"]["peak_bytes"] >= document["baseline_bytes"]
+        assert all(phase["peak_bytes"] >= phase["end_bytes"] > 0 for phase in phases.values())
+        assert document["peak_bytes"] == max(phase["peak_bytes"] for phase in phases.values())
+    text = _run("bench", "unit", str(path), "--partitions", "3", "--unit", "SSN/0", "--batch-rows", "2")
+    assert text.returncode == 0, text.stderr
+    assert "restoring (a fresh process): at most" in text.stdout
+    unknown = _run("bench", "unit", str(path), "--partitions", "3")
+    assert unknown.returncode == 2
+    assert "--unit is needed" in unknown.stderr
+    assert "SSN/0, SSN/1, Name/0, Name/1" in unknown.stderr
 
 
 def test_bench_incremental_with_withdrawals_ends_in_the_findings_of_the_rows_present() -> None:

@@ -1,0 +1,322 @@
+"""`streamdetect bench unit`: one unit of a partition plan folded as a worker folds it, and the process's memory.
+
+`bench partition` reports each unit's state in bytes; a worker's process holds more: the unit's service, the
+table of its state's entries (in memory, or in RocksDB), what folding, snapshots and restores allocate on
+the way, and what the allocators keep. This runs one unit the way a worker holding its partition does and
+reads the process's resident memory (``/proc/self/statm``, sampled every few milliseconds), phase by phase:
+
+- **fold**: the unit's shares of the micro-batches (what the worker's routing hands it), read one at a
+  time from a spool on disk written first (as records come from the broker: the rows are never all in
+  memory), each folded by the unit's :class:`~streamdetect.stream.service.DetectorService`, its table writes
+  and deletes applied to the store: ``memory://`` a dict, ``rocksdb://`` RocksDB opened with the worker's
+  options (:data:`~streamdetect.stream.worker.app.ROCKSDB_OPTIONS`) in a temporary folder;
+- **withdraw**: one row the unit folded withdrawn, then the snapshot a withdrawal makes due
+  (``compact``), which re-encodes the state;
+- **restore**: a fresh process restores a replacement service from the store's entries, as a worker that
+  takes over the partition does (a memory store's entries read into a dict first, as Faust's memory store
+  holds them after reading the changelog; RocksDB's read in place, one value at a time).
+
+The worker's malloc thresholds are set first (:mod:`streamdetect.stream.allocators`), as the worker command
+does. The figures are the whole process's: the interpreter and the libraries loaded count (``baseline``,
+read after the spool is written and its rows freed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import rocksdict
+from faust.stores.rocksdb import RocksDBOptions
+
+from streamdetect.bench.incremental import fed_inputs, micro_batches
+from streamdetect.errors import StreamdetectError
+from streamdetect.model.batch import Batch
+from streamdetect.model.topology import Topology
+from streamdetect.partitioning import Plan, Unit, plan
+from streamdetect.stream.allocators import return_freed_memory
+from streamdetect.stream.records import Publication
+from streamdetect.stream.service import DetectorService
+from streamdetect.stream.state_log import LookedUp
+from streamdetect.stream.worker.app import ROCKSDB_OPTIONS
+
+#: The stores a worker's table can use (``worker --store``).
+STORES = ("memory://", "rocksdb://")
+#: Seconds between two readings of the resident memory.
+SAMPLE_S = 0.005
+_PAGE = 4096
+
+
+def resident_bytes() -> int:
+    """The process's resident memory now (Linux: ``/proc/self/statm``)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * _PAGE
+
+
+class _Peak:
+    """The largest resident memory read while a phase runs (a thread reads it every :data:`SAMPLE_S`)."""
+
+    def __init__(self) -> None:
+        self.bytes = resident_bytes()
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while self._running:
+            self.bytes = max(self.bytes, resident_bytes())
+            time.sleep(SAMPLE_S)
+
+    def stop(self) -> int:
+        self._running = False
+        self._thread.join()
+        self.bytes = max(self.bytes, resident_bytes())
+        return self.bytes
+
+
+@contextmanager
+def _phase(into: dict[str, Any], name: str) -> Iterator[None]:
+    """Record a phase's peak and final resident bytes and its seconds under ``name``."""
+    began, peak = time.perf_counter(), _Peak()
+    yield
+    into[name] = {"peak_bytes": peak.stop(), "end_bytes": resident_bytes(), "seconds": time.perf_counter() - began}
+
+
+class _Store:
+    """The table of a unit's entries: writes and deletes applied as the worker's store takes them."""
+
+    def __init__(self, kind: str, folder: Path) -> None:
+        self.kind, self.folder = kind, folder
+        self.memory: dict[str, bytes] = {}
+        self.rocks: Any = _open_rocksdb(folder) if kind == "rocksdb://" else None
+
+    def apply(self, writes: Mapping[str, bytes], deletes: Sequence[str]) -> None:
+        if self.rocks is None:
+            self.memory.update(writes)
+            for key in deletes:
+                self.memory.pop(key, None)
+            return
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in writes.items():
+            batch.put(key.encode(), value)
+        for key in deletes:
+            batch.delete(key.encode())
+        self.rocks.write(batch)
+
+    def items(self) -> Iterator[tuple[str, bytes]]:
+        if self.rocks is None:
+            yield from self.memory.items()
+            return
+        for key, value in self.rocks.items():
+            yield key.decode(), value
+
+    def bytes(self) -> int:
+        return sum(len(value) for _, value in self.items())
+
+    def persisted(self) -> Path:
+        """The entries in a RocksDB folder (the store's own; a memory store's copied into one) for the
+        restoring process, the store closed."""
+        if self.rocks is None:
+            target = self.folder / "restore"
+            rocks = _open_rocksdb(target)
+            for key, value in self.memory.items():
+                rocks[key.encode()] = value
+            rocks.close()
+            self.memory.clear()
+            return target
+        self.rocks.close()
+        self.rocks = None
+        return self.folder
+
+
+def _open_rocksdb(folder: Path) -> Any:
+    """A RocksDB database at ``folder`` opened as the worker's store opens it (Faust's options, the
+    worker's cache and buffer sizes), keys and values as bytes."""
+    return RocksDBOptions(**ROCKSDB_OPTIONS, use_rocksdict=True).open(folder)
+
+
+@dataclass(frozen=True)
+class _Spooled:
+    """One micro-batch share on disk: its input (None: the table) and its file."""
+
+    view: str | None
+    path: Path
+
+
+def _unit_of(split: Plan, name: str | None) -> Unit:
+    units = split.units()
+    if name is None and len(units) == 1:
+        return units[0]
+    chosen = next((unit for unit in units if unit.name == name), None)
+    if chosen is None:
+        listed = ", ".join(unit.name for unit in units)
+        what = f"no unit {name!r}" if name is not None else "--unit is needed"
+        raise StreamdetectError(f"{what}: the plan's units at {split.partitions} partition(s) are {listed}")
+    return chosen
+
+
+def _service(split: Plan, unit: Unit) -> DetectorService:
+    """The unit's service, as a worker's routing builds it."""
+    planned = split.check_plan(unit)
+    return DetectorService(
+        planned.topology, prefix=f"{unit.name}/", placement=f"partitions={split.partitions}", plan=planned
+    )
+
+
+def _spool(split: Plan, unit: Unit, batches: Sequence[Batch], folder: Path) -> list[_Spooled]:
+    """The unit's share of each batch written to ``folder`` (Arrow IPC), in order."""
+    spooled: list[_Spooled] = []
+    for number, batch in enumerate(batches):
+        share = split.split_batch(batch).get(unit)
+        if share is None:
+            continue
+        inputs: list[tuple[str | None, pl.DataFrame]] = list(share.views.items())
+        if share.table is not None:
+            inputs.append((None, share.table))
+        for view, rows in inputs:
+            if rows.height:
+                path = folder / f"{number}-{len(spooled)}.arrow"
+                rows.write_ipc(path)
+                spooled.append(_Spooled(view, path))
+    return spooled
+
+
+def _publication(view: str | None, op: str, rows: pl.DataFrame) -> Publication:
+    return Publication(view, op, uuid.uuid4().hex, dt.datetime.now(dt.UTC), rows)  # type: ignore[arg-type]
+
+
+def _fold(service: DetectorService, store: _Store, read: Publication) -> None:
+    outcome = service.fold(read)
+    store.apply(outcome.writes, outcome.deletes)
+
+
+def run_unit(
+    topology: Topology,
+    load: Callable[[], tuple[Mapping[str, pl.DataFrame], pl.DataFrame | None]],
+    *,
+    partitions: int,
+    unit: str | None,
+    store: str = "memory://",
+    batch_rows: int = 1000,
+    checks: Sequence[str] | None = None,
+    k: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Fold the unit ``unit`` of the ``partitions``-partition plan of ``topology`` as a worker does, from
+    the rows ``load()`` returns (the views, and the table when fed); return the measurements (module
+    docstring). Raises :class:`~streamdetect.errors.StreamdetectError` for an unknown unit or store."""
+    if store not in STORES:
+        raise StreamdetectError(f"unknown store {store!r}: a worker's table is kept in {' or '.join(STORES)}")
+    return_freed_memory()
+    split = plan(topology, partitions, checks, k=k)
+    chosen = _unit_of(split, unit)
+    folder = Path(tempfile.mkdtemp(prefix="streamdetect-unit-"))
+    try:
+        views, table = load()
+        batches = micro_batches(fed_inputs(views, table), 0, batch_rows)
+        spooled = _spool(split, chosen, batches, folder)
+        del views, table, batches
+        time.sleep(1.0)  # polars' allocator gives freed pages back after its decay time
+        return _measure(split, chosen, spooled, store_kind=store, folder=folder, progress=progress)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _measure(
+    split: Plan,
+    unit: Unit,
+    spooled: Sequence[_Spooled],
+    *,
+    store_kind: str,
+    folder: Path,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    phases: dict[str, Any] = {}
+    baseline = resident_bytes()
+    store = _Store(store_kind, folder / "store")
+    service = _service(split, unit)
+    rows = 0
+    withdrawn: _Spooled | None = None
+    with _phase(phases, "fold"):
+        for done, item in enumerate(spooled, start=1):
+            frame = pl.read_ipc(item.path)
+            rows += frame.height
+            _fold(service, store, _publication(item.view, "add", frame))
+            del frame
+            if withdrawn is None:
+                withdrawn = item
+            if progress is not None:
+                progress(done, len(spooled))
+    state_bytes = service.state_bytes
+    with _phase(phases, "withdraw"):
+        if withdrawn is not None:
+            row = pl.read_ipc(withdrawn.path).head(1)
+            _fold(service, store, _publication(withdrawn.view, "retract", row))
+            outcome = service.compact()
+            store.apply(outcome.writes, outcome.deletes)
+    table_bytes = store.bytes()
+    findings = len(service.detector.findings())
+    del service
+    entries = store.persisted()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        restored = pool.apply(
+            _restore, (split.topology, split.partitions, unit.name, split.checks, split.k, store_kind, entries)
+        )
+    phases["restore"] = restored
+    return {
+        "topology": split.topology.name,
+        "partitions": split.partitions,
+        "unit": unit.name,
+        "store": store_kind,
+        "rows": rows,
+        "records": len(spooled),
+        "baseline_bytes": baseline,
+        "state_bytes": state_bytes,
+        "table_bytes": table_bytes,
+        "open_findings": findings,
+        "phases": phases,
+        "peak_bytes": max(phase["peak_bytes"] for phase in phases.values()),
+        "findings_restored": restored["open_findings"] == findings,
+    }
+
+
+def _restore(  # noqa: PLR0917 -- the arguments of a call into another process
+    topology: Topology,
+    partitions: int,
+    name: str,
+    checks: Sequence[str],
+    k: int | None,
+    store_kind: str,
+    folder: Path,
+) -> dict[str, Any]:
+    """In a fresh process: a replacement service restored from the entries in ``folder`` as a worker reads
+    its store's (module docstring); its peak and final resident bytes, seconds and open findings."""
+    return_freed_memory()
+    split = plan(topology, partitions, checks, k=k)
+    unit = _unit_of(split, name)
+    rocks = _open_rocksdb(folder)
+    result: dict[str, Any] = {}
+    with _phase(result, "restore"):
+        entries: Mapping[str, bytes]
+        if store_kind == "memory://":
+            entries = {key.decode(): value for key, value in rocks.items()}
+        else:
+            entries = LookedUp(rocks, {key.decode(): key for key in rocks.keys()})  # noqa: SIM118 -- rocksdict
+        service = _service(split, unit)
+        service.restore(entries)
+    found = result["restore"]
+    found["open_findings"] = len(service.detector.findings())
+    rocks.close()
+    return dict(found)
