@@ -16,15 +16,18 @@ reads the process's resident memory (``/proc/self/statm``, sampled every few mil
   takes over the partition does (a memory store's entries read into a dict first, as Faust's memory store
   holds them after reading the changelog; RocksDB's read in place, one value at a time).
 
-The worker's malloc thresholds are set first (:mod:`streamdetect.stream.allocators`), as the worker command
-does. The figures are the whole process's: the interpreter and the libraries loaded count (``baseline``,
-read after the spool is written and its rows freed).
+The input is read and split in the calling process, and each share written to the spool; the fold and
+withdraw phases then run in a fresh process, and the restore in another (spawned: neither ever held the
+input), each with the worker's malloc thresholds set first (:mod:`streamdetect.stream.allocators`), as the
+worker command does. The figures are the whole process's: the interpreter and the libraries loaded count
+(``baseline_bytes``, read by the folding process before its first record).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import multiprocessing
+import queue
 import shutil
 import tempfile
 import threading
@@ -124,20 +127,19 @@ class _Store:
     def bytes(self) -> int:
         return sum(len(value) for _, value in self.items())
 
-    def persisted(self) -> Path:
-        """The entries in a RocksDB folder (the store's own; a memory store's copied into one) for the
-        restoring process, the store closed."""
+    def persist(self, target: Path) -> None:
+        """The entries in a RocksDB folder ``target`` for the restoring process (a RocksDB store's own
+        files moved there, a memory store's written), the store closed."""
         if self.rocks is None:
-            target = self.folder / "restore"
             rocks = _open_rocksdb(target)
             for key, value in self.memory.items():
                 rocks[key.encode()] = value
             rocks.close()
             self.memory.clear()
-            return target
+            return
         self.rocks.close()
         self.rocks = None
-        return self.folder
+        shutil.move(self.folder, target)
 
 
 def _open_rocksdb(folder: Path) -> Any:
@@ -201,6 +203,24 @@ def _fold(service: DetectorService, store: _Store, read: Publication) -> None:
     store.apply(outcome.writes, outcome.deletes)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What a measuring process is given: the plan's arguments, the unit's name, the spool, the store."""
+
+    topology: Topology
+    partitions: int
+    unit: str
+    checks: tuple[str, ...]
+    k: int | None
+    store: str
+    folder: Path
+    spooled: tuple[_Spooled, ...]
+
+    def planned(self) -> tuple[Plan, Unit]:
+        split = plan(self.topology, self.partitions, self.checks, k=self.k)
+        return split, _unit_of(split, self.unit)
+
+
 def run_unit(
     topology: Topology,
     load: Callable[[], tuple[Mapping[str, pl.DataFrame], pl.DataFrame | None]],
@@ -215,102 +235,119 @@ def run_unit(
 ) -> dict[str, Any]:
     """Fold the unit ``unit`` of the ``partitions``-partition plan of ``topology`` as a worker does, from
     the rows ``load()`` returns (the views, and the table when fed); return the measurements (module
-    docstring). Raises :class:`~streamdetect.errors.StreamdetectError` for an unknown unit or store."""
+    docstring). The rows are spooled here; the folding and the restore each run in a fresh process that
+    never held them. Raises :class:`~streamdetect.errors.StreamdetectError` for an unknown unit or store."""
     if store not in STORES:
         raise StreamdetectError(f"unknown store {store!r}: a worker's table is kept in {' or '.join(STORES)}")
-    return_freed_memory()
     split = plan(topology, partitions, checks, k=k)
     chosen = _unit_of(split, unit)
     folder = Path(tempfile.mkdtemp(prefix="streamdetect-unit-"))
     try:
         views, table = load()
-        batches = micro_batches(fed_inputs(views, table), 0, batch_rows)
-        spooled = _spool(split, chosen, batches, folder)
-        del views, table, batches
-        time.sleep(1.0)  # polars' allocator gives freed pages back after its decay time
-        return _measure(split, chosen, spooled, store_kind=store, folder=folder, progress=progress)
+        spooled = _spool(split, chosen, micro_batches(fed_inputs(views, table), 0, batch_rows), folder)
+        del views, table
+        job = _Job(topology, partitions, chosen.name, split.checks, k, store, folder, tuple(spooled))
+        measured = _in_process(_fold_unit, job, progress)
+        measured["phases"]["restore"] = restored = _in_process(_restore, job, None)
+        measured["peak_bytes"] = max(phase["peak_bytes"] for phase in measured["phases"].values())
+        measured["findings_restored"] = restored.pop("open_findings") == measured["open_findings"]
+        return measured
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _measure(
-    split: Plan,
-    unit: Unit,
-    spooled: Sequence[_Spooled],
-    *,
-    store_kind: str,
-    folder: Path,
+def _in_process(
+    step: Callable[[_Job, Callable[[int, int], None]], dict[str, Any]],
+    job: _Job,
     progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
+    """``step(job, progress)`` in a fresh process (spawned: nothing of this one's memory), its progress
+    passed on; its result, or its failure raised here."""
+    context = multiprocessing.get_context("spawn")
+    messages = context.Queue()
+    process = context.Process(target=_child, args=(step, job, messages), daemon=True)
+    process.start()
+    try:
+        while True:
+            try:
+                kind, *content = messages.get(timeout=1.0)
+            except queue.Empty:
+                if not process.is_alive():
+                    raise RuntimeError(f"the measuring process ended with exit code {process.exitcode}") from None
+                continue
+            if kind == "progress" and progress is not None:
+                progress(*content)
+            elif kind == "result":
+                return dict(content[0])
+            elif kind == "error":
+                raise RuntimeError(f"the measuring process failed: {content[0]}")
+    finally:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
+
+
+def _child(step: Callable[[_Job, Callable[[int, int], None]], dict[str, Any]], job: _Job, messages: Any) -> None:
+    """A measuring process: the worker's malloc thresholds, then ``step``; what it gives sent back."""
+    return_freed_memory()
+    try:
+        result = step(job, lambda done, total: messages.put(("progress", done, total)))
+    except Exception as error:  # sent to the parent, which raises it
+        messages.put(("error", f"{type(error).__name__}: {error}"))
+        return
+    messages.put(("result", result))
+
+
+def _fold_unit(job: _Job, progress: Callable[[int, int], None]) -> dict[str, Any]:
+    """The fold and withdraw phases (module docstring), the store left on disk for the restore."""
+    split, unit = job.planned()
     phases: dict[str, Any] = {}
     baseline = resident_bytes()
-    store = _Store(store_kind, folder / "store")
+    store = _Store(job.store, job.folder / "store")
     service = _service(split, unit)
     rows = 0
-    withdrawn: _Spooled | None = None
     with _phase(phases, "fold"):
-        for done, item in enumerate(spooled, start=1):
+        for done, item in enumerate(job.spooled, start=1):
             frame = pl.read_ipc(item.path)
             rows += frame.height
             _fold(service, store, _publication(item.view, "add", frame))
             del frame
-            if withdrawn is None:
-                withdrawn = item
-            if progress is not None:
-                progress(done, len(spooled))
+            progress(done, len(job.spooled))
     state_bytes = service.state_bytes
     with _phase(phases, "withdraw"):
-        if withdrawn is not None:
-            row = pl.read_ipc(withdrawn.path).head(1)
-            _fold(service, store, _publication(withdrawn.view, "retract", row))
+        if job.spooled:
+            first = job.spooled[0]
+            _fold(service, store, _publication(first.view, "retract", pl.read_ipc(first.path).head(1)))
             outcome = service.compact()
             store.apply(outcome.writes, outcome.deletes)
     table_bytes = store.bytes()
     findings = len(service.detector.findings())
-    del service
-    entries = store.persisted()
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(1) as pool:
-        restored = pool.apply(
-            _restore, (split.topology, split.partitions, unit.name, split.checks, split.k, store_kind, entries)
-        )
-    phases["restore"] = restored
+    store.persist(job.folder / "restore")
     return {
         "topology": split.topology.name,
         "partitions": split.partitions,
         "unit": unit.name,
-        "store": store_kind,
+        "store": job.store,
         "rows": rows,
-        "records": len(spooled),
+        "records": len(job.spooled),
         "baseline_bytes": baseline,
         "state_bytes": state_bytes,
         "table_bytes": table_bytes,
         "open_findings": findings,
         "phases": phases,
-        "peak_bytes": max(phase["peak_bytes"] for phase in phases.values()),
-        "findings_restored": restored["open_findings"] == findings,
     }
 
 
-def _restore(  # noqa: PLR0917 -- the arguments of a call into another process
-    topology: Topology,
-    partitions: int,
-    name: str,
-    checks: Sequence[str],
-    k: int | None,
-    store_kind: str,
-    folder: Path,
-) -> dict[str, Any]:
-    """In a fresh process: a replacement service restored from the entries in ``folder`` as a worker reads
-    its store's (module docstring); its peak and final resident bytes, seconds and open findings."""
-    return_freed_memory()
-    split = plan(topology, partitions, checks, k=k)
-    unit = _unit_of(split, name)
-    rocks = _open_rocksdb(folder)
+def _restore(job: _Job, progress: Callable[[int, int], None]) -> dict[str, Any]:
+    """A replacement service restored from the table the fold left (:meth:`_Store.persist`) as a worker
+    reads its store's (module docstring): the phase's peak and final resident bytes, seconds and the open
+    findings. ``progress`` is not told: a restore is one step."""
+    split, unit = job.planned()
+    rocks = _open_rocksdb(job.folder / "restore")
     result: dict[str, Any] = {}
     with _phase(result, "restore"):
         entries: Mapping[str, bytes]
-        if store_kind == "memory://":
+        if job.store == "memory://":
             entries = {key.decode(): value for key, value in rocks.items()}
         else:
             entries = LookedUp(rocks, {key.decode(): key for key in rocks.keys()})  # noqa: SIM118 -- rocksdict
