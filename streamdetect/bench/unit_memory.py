@@ -10,8 +10,8 @@ reads the process's resident memory (``/proc/self/statm``, sampled every few mil
   memory), each folded by the unit's :class:`~streamdetect.stream.service.DetectorService`, its table writes
   and deletes applied to the store: ``memory://`` a dict, ``rocksdb://`` RocksDB opened with the worker's
   options (:data:`~streamdetect.stream.worker.app.ROCKSDB_OPTIONS`) in a temporary folder;
-- **withdraw**: one row the unit folded withdrawn, then the snapshot a withdrawal makes due
-  (``compact``), which re-encodes the state;
+- **withdraw**: one row the unit folded withdrawn;
+- **snapshot**: the snapshot a withdrawal makes due (``compact``), which re-encodes the state;
 - **restore**: a fresh process restores a replacement service from the store's entries, as a worker that
   takes over the partition does (a memory store's entries read into a dict first, as Faust's memory store
   holds them after reading the changelog; RocksDB's read in place, one value at a time).
@@ -50,9 +50,10 @@ from streamdetect.model.topology import Topology
 from streamdetect.partitioning import Plan, Unit, plan
 from streamdetect.stream.allocators import return_freed_memory
 from streamdetect.stream.records import Publication
-from streamdetect.stream.service import DetectorService
+from streamdetect.stream.service import DetectorService, Outcome
 from streamdetect.stream.state_log import LookedUp
 from streamdetect.stream.worker.app import ROCKSDB_OPTIONS
+from streamdetect.stream.worker.outputs import SNAPSHOT_GROUP_BYTES
 
 #: The stores a worker's table can use (``worker --store``).
 STORES = ("memory://", "rocksdb://")
@@ -199,8 +200,17 @@ def _publication(view: str | None, op: str, rows: pl.DataFrame) -> Publication:
 
 
 def _fold(service: DetectorService, store: _Store, read: Publication) -> None:
-    outcome = service.fold(read)
-    store.apply(outcome.writes, outcome.deletes)
+    _keep(store, service.fold(read))
+
+
+def _keep(store: _Store, outcome: Outcome) -> None:
+    """An outcome's entries written as the worker writes them: a re-encoded state a group of chunks at a
+    time, then the deletions."""
+    store.apply(outcome.writes, ())
+    for snapshot in outcome.snapshots:
+        for group in snapshot.groups(SNAPSHOT_GROUP_BYTES):
+            store.apply(group, ())
+    store.apply({}, outcome.deletes)
 
 
 @dataclass(frozen=True)
@@ -318,8 +328,8 @@ def _fold_unit(job: _Job, progress: Callable[[int, int], None]) -> dict[str, Any
         if job.spooled:
             first = job.spooled[0]
             _fold(service, store, _publication(first.view, "retract", pl.read_ipc(first.path).head(1)))
-            outcome = service.compact()
-            store.apply(outcome.writes, outcome.deletes)
+    with _phase(phases, "snapshot"):
+        _keep(store, service.compact())
     table_bytes = store.bytes()
     findings = len(service.detector.findings())
     store.persist(job.folder / "restore")

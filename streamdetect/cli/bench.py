@@ -541,8 +541,8 @@ def unit_command(
     as_json: bool,
 ) -> None:
     """Fold one unit of TOPOLOGY's P-partition plan as a worker holding it does (its table in the store
-    named) and read the process's resident memory: at its peak while folding, through a withdrawal and the
-    snapshot re-encoding the state, and in a fresh process restoring it from the table."""
+    named) and read the process's resident memory: at its peak while folding, withdrawing a row, taking the
+    snapshot that re-encodes the state, and in a fresh process restoring it from the table."""
     from streamdetect.bench.unit_memory import run_unit
     from streamdetect.io.topology_file import load_topology
 
@@ -571,7 +571,8 @@ def unit_command(
     )
     for name, what in (
         ("fold", "folding"),
-        ("withdraw", "withdrawing a row and re-encoding"),
+        ("withdraw", "withdrawing a row"),
+        ("snapshot", "the snapshot after it, re-encoding the state"),
         ("restore", "restoring (a fresh process)"),
     ):
         phase = phases[name]

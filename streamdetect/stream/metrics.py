@@ -187,7 +187,7 @@ class WorkerMetrics(WorkerSensor):
     def stored(self, outcome: Outcome) -> None:
         """Count the state entries an outcome wrote, and the snapshot among them (a record's, or one taken
         apart from any record, in a worker's idle time)."""
-        self.state_bytes.inc(sum(len(piece) for piece in outcome.writes.values()))
+        self.state_bytes.inc(outcome.written_bytes)
         if outcome.deletes:
             self.compactions.inc()
 

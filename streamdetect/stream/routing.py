@@ -362,6 +362,7 @@ def _merged(read: Publication, outcomes: Sequence[Outcome]) -> Outcome:
     merged.earliest = min(earliest) if earliest else None
     for outcome in carried:
         merged.writes.update(outcome.writes)
+        merged.snapshots += outcome.snapshots
         merged.deletes += outcome.deletes
         merged.events += outcome.events
         merged.raised += outcome.raised

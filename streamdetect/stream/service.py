@@ -54,6 +54,7 @@ from streamdetect.stream.state_log import (
     SOURCE_PREFIX,
     UNIVERSAL_KEY,
     WITHDREW_KEY,
+    Chunks,
     LookedUp,
     Source,
     chunked,
@@ -92,8 +93,11 @@ class Outcome:
     earliest: dt.datetime | None = None
     #: Universal-relation records (value, headers) the record added (with ``universal_rows``).
     universal: list[tuple[bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
-    #: Table keys to delete once ``writes`` are stored: the entries a snapshot among them replaces.
+    #: Table keys to delete once ``writes`` and ``snapshots`` are stored: the entries a snapshot replaces.
     deletes: list[str] = field(default_factory=list)
+    #: Re-encoded states to write after ``writes``, each cut into its chunks as they are written
+    #: (:class:`~streamdetect.stream.state_log.Chunks`: taken once): the state is not held twice over.
+    snapshots: list[Chunks] = field(default_factory=list)
     #: The checks that cannot see an input they need, with why (:meth:`Detector.incomplete`), when that
     #: changed with this record (its status events are among ``events``); None: unchanged.
     incomplete: dict[str, str] | None = None
@@ -102,6 +106,19 @@ class Outcome:
     #: The checks whose status ``incomplete`` reports (those that read the table, of the services that
     #: reported): a check not listed is neither seen nor blind by this outcome.
     reporting: tuple[str, ...] = ()
+
+    @property
+    def written_bytes(self) -> int:
+        """The bytes of the table entries the outcome writes, ``snapshots`` included."""
+        return sum(len(piece) for piece in self.writes.values()) + sum(chunks.size for chunks in self.snapshots)
+
+    def written(self) -> dict[str, bytes]:
+        """Every table entry the outcome writes: the snapshots' chunks taken into ``writes`` (for a caller
+        that keeps them all anyway; a worker writes a snapshot's chunks a group at a time)."""
+        for chunks in self.snapshots:
+            self.writes |= chunks.taken()
+        self.snapshots = []
+        return self.writes
 
     def take_status(self, other: Outcome) -> None:
         """Add ``other``'s status report to this outcome's (a check blind in either is blind)."""
@@ -559,7 +576,9 @@ class DetectorService:
                 **self._snapshot_meta(),
                 DETECTOR_KEY: self.detector.snapshot_parts(),
             }
-            chunks = snapshot_chunks(key, entries, self.max_bytes)  # the Detector's parts cut as they are
+            snapshot = snapshot_chunks(key, entries, self.max_bytes)  # the Detector's parts, cut when written
+            chunk_keys, size = snapshot.keys, snapshot.size
+            outcome.snapshots.append(snapshot)
         else:
             assert self.pieces is not None
             link = {PIECE_PREFIX + name: piece for name, piece in self.pieces.items()}
@@ -567,14 +586,14 @@ class DetectorService:
                 link[EXTENDS_KEY] = str(self.last_snapshot).encode()
             # Many small pieces: packed as a record's entries are (measured: less memory kept after).
             chunks = chunked(key, pack_entries(self._snapshot_meta() | link), self.max_bytes)
+            chunk_keys, size = list(chunks), sum(len(piece) for piece in chunks.values())
+            outcome.writes |= chunks
         self.pieces = {}
-        size = sum(len(piece) for piece in chunks.values())
-        outcome.writes |= chunks
         if reencoded:
-            outcome.deletes, self.chain_keys, self.snapshot_bytes, self.links = self.log_keys, list(chunks), size, 1
+            outcome.deletes, self.chain_keys, self.snapshot_bytes, self.links = self.log_keys, chunk_keys, size, 1
         else:
             outcome.deletes = self.record_keys
-            self.chain_keys += chunks
+            self.chain_keys += chunk_keys
             self.snapshot_bytes += size
             self.links += 1
         self.record_keys = []

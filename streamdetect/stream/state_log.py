@@ -110,29 +110,76 @@ def chunked(key: str, packed: bytes, limit: int) -> dict[str, bytes]:
     """One table entry, or, when it exceeds ``limit`` bytes (a Kafka record's size), its bytes in chunks
     ``<key>.<i>-<count>``: restore takes an entry only when every chunk of it is there (a worker killed
     between chunks leaves an incomplete entry, ignored, and its records are folded again)."""
-    return _cut(key, [packed], limit)
+    return dict(_pieces(key, [packed], limit))
 
 
-def snapshot_chunks(key: str, entries: dict[str, bytes | Encoded], limit: int) -> dict[str, bytes]:
+def snapshot_chunks(key: str, entries: dict[str, bytes | Encoded], limit: int) -> Chunks:
     """A snapshot entry: ``entries`` as a binary document (:func:`~streamdetect.model.codecs.document_parts`:
-    the byte strings as they are, a Detector snapshot's parts spliced in), cut into :func:`chunked` chunks
-    straight from its parts. ``entries`` is emptied, so each part goes once its chunks are cut: the state is
-    held about twice while written (a packed frame of it, as a record's entries are, held it four to six
-    times: the frame, its IPC stream, the stream's copy, the chunks)."""
+    the byte strings as they are, a Detector snapshot's parts spliced in), to be cut into :func:`chunked`
+    chunks straight from its parts as they are written (:class:`Chunks`). ``entries`` is emptied: the state
+    is then held once in its encoded parts, each let go once its chunks are cut, and about a group of
+    chunks beside it (cut whole first, the chunks held it a second time, and the broker's batches and a
+    RocksDB write a third and a fourth)."""
     parts = document_parts({"entries": entries}).parts
     entries.clear()
-    return _cut(key, parts, limit)
+    return Chunks(key, parts, limit)
 
 
-def _cut(key: str, parts: list[bytes | memoryview], limit: int) -> dict[str, bytes]:
+class Chunks:
+    """A large table entry's chunks (:func:`chunked`'s keys and bytes), cut from its parts when taken
+    (:meth:`groups`): the keys and the size are known before, and each part is let go once cut. Taken once."""
+
+    def __init__(self, key: str, parts: list[bytes | memoryview], limit: int) -> None:
+        self._key, self._parts, self._limit = key, parts, limit
+        self.size = sum(len(part) for part in parts)
+        room = _room(limit)
+        count = -(-self.size // room)
+        self.keys = [key] if self.size <= room else [_chunk_key(key, i, count) for i in range(count)]
+        self._taken = False
+
+    def groups(self, group_bytes: int) -> Iterator[dict[str, bytes]]:
+        """The chunks in order, in groups of about ``group_bytes`` (at least one chunk each)."""
+        if self._taken:
+            raise RuntimeError(f"the chunks of {self._key} were taken already")
+        self._taken = True
+        parts, self._parts = self._parts, []
+        group: dict[str, bytes] = {}
+        held = 0
+        for name, chunk in _pieces(self._key, parts, self._limit):
+            group[name] = chunk
+            held += len(chunk)
+            if held >= group_bytes:
+                yield group
+                group, held = {}, 0
+        if group:
+            yield group
+
+    def taken(self) -> dict[str, bytes]:
+        """Every chunk at once (for a caller that keeps them all anyway)."""
+        return {name: chunk for group in self.groups(self.size + 1) for name, chunk in group.items()}
+
+
+def _room(limit: int) -> int:
+    """A chunk's bytes under a record's ``limit``, with room for the key and the record's overhead."""
+    return max(limit - 1024, 1024)
+
+
+def _chunk_key(key: str, index: int, count: int) -> str:
+    return f"{key}.{index:04d}-{count:04d}"
+
+
+def _pieces(key: str, parts: list[bytes | memoryview], limit: int) -> Iterator[tuple[str, bytes]]:
     """:func:`chunked`'s entry or chunks, from the entry's bytes in ``parts`` (consumed: each part is let go
-    once its chunks are cut)."""
-    size = max(limit - 1024, 1024)  # room for the key and the record's overhead
+    once its chunks are cut), one at a time."""
+    size = _room(limit)
     total = sum(len(part) for part in parts)
     if total <= size:
-        return {key: b"".join(parts)}
+        joined = b"".join(parts)
+        parts.clear()
+        yield key, joined
+        return
     count = -(-total // size)
-    chunks: dict[str, bytes] = {}
+    index = 0
     pending: list[memoryview] = []
     held = 0
     parts.reverse()
@@ -144,11 +191,13 @@ def _cut(key: str, parts: list[bytes | memoryview], limit: int) -> dict[str, byt
             held += len(taken)
             part = part[len(taken) :]
             if held == size:
-                chunks[f"{key}.{len(chunks):04d}-{count:04d}"] = b"".join(pending)
+                chunk = b"".join(pending)
                 pending, held = [], 0
+                yield _chunk_key(key, index, count), chunk
+                index += 1
+        del part
     if pending:
-        chunks[f"{key}.{len(chunks):04d}-{count:04d}"] = b"".join(pending)
-    return chunks
+        yield _chunk_key(key, index, count), b"".join(pending)
 
 
 class LookedUp(Mapping[str, bytes]):

@@ -125,7 +125,7 @@ def test_bench_unit_folds_one_unit_as_a_worker_and_restores_it_in_a_fresh_proces
         assert document["open_findings"] > 0
         assert document["findings_restored"] is True
         phases = document["phases"]
-        assert set(phases) == {"fold", "withdraw", "restore"}
+        assert set(phases) == {"fold", "withdraw", "snapshot", "restore"}
         assert phases["fold"]["peak_bytes"] >= document["baseline_bytes"]
         assert all(phase["peak_bytes"] >= phase["end_bytes"] > 0 for phase in phases.values())
         assert document["peak_bytes"] == max(phase["peak_bytes"] for phase in phases.values())

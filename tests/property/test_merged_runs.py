@@ -72,7 +72,7 @@ class _Stage:
 
     def take(self, outcomes: list[Outcome]) -> list[bool]:
         for outcome in outcomes:
-            self.table.update(outcome.writes)
+            self.table.update(outcome.written())
             self.events += [event for _, event in outcome.events]
         return [outcome.dead is not None for outcome in outcomes]
 

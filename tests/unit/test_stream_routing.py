@@ -49,7 +49,7 @@ class _Group:
             if outcome.dead is not None:
                 reasons.append(outcome.dead.reason)
                 continue
-            self.table.update(outcome.writes)
+            self.table.update(outcome.written())
             self.events += [event for _, event in outcome.events]
         return reasons
 
@@ -212,7 +212,7 @@ def test_units_know_the_next_route_offset_across_a_handover() -> None:
         routed = group.router.handle(value, [h for h in headers if h[0] != HEADER_VIEW], name)
         for partition, body, named in routed.records:
             outcome = group.units.handle(body, named, partition, offsets[partition])
-            group.table.update(outcome.writes)
+            group.table.update(outcome.written())
             offsets[partition] += 1
     for partition in (0, 1):
         assert group.units.next_offset(partition) == offsets[partition]
@@ -247,7 +247,7 @@ def test_units_see_a_jump_in_a_view_topics_offsets_across_a_handover() -> None:
                 routed_at.append(offset)
             outcome = group.units.handle(body, named, partition)
             assert (outcome.publication is None) == (offset == 2)  # a marker folds nothing
-            group.table.update(outcome.writes)
+            group.table.update(outcome.written())
     assert routed_at == [0, 1, 2, 4]
     assert group.units.next_source_offsets(0) == {f"{topic}:1": 5}
     assert group.units.source_gap(0, Source(topic, 1, 5)) is None

@@ -24,6 +24,7 @@ from streamdetect.stream.state_log import (
     FINGERPRINT_KEY,
     PIECE_PREFIX,
     SNAPSHOT_PREFIX,
+    Chunks,
     chunked,
     latest_chain,
     pack_entries,
@@ -50,7 +51,7 @@ def test_records_one_by_one_give_the_findings_of_check_and_a_table_that_restores
         for position in range(frame.height):
             outcome = service.handle(*_record(name, frame.slice(position, 1), f"{name}-{position}"), None)
             assert outcome.dead is None
-            table.update(outcome.writes)
+            table.update(outcome.written())
             events += [value for _, value in outcome.events]
     expected = {f.id for f in streamdetect.check(topology).findings}
     assert set(open_findings(events)) == expected
@@ -65,7 +66,7 @@ def test_records_one_by_one_give_the_findings_of_check_and_a_table_that_restores
     assert again.take_restored_open() == []
     replay = again.handle(*_record("v2", views["v2"].head(1), "v2-0"), None)
     assert replay.replayed
-    assert replay.writes == {}
+    assert replay.written() == {}
     dan = views["v2"].filter(pl.col("Name") == "Dan")
     withdrawn = again.handle(*_record("v2", dan, "withdraw-dan", op="retract"), None)
     assert open_findings([value for _, value in withdrawn.events]) == {}  # the withdrawal only clears
@@ -81,7 +82,7 @@ def test_a_batch_the_detector_refuses_is_a_dead_letter_and_changes_nothing() -> 
     assert outcome.dead is not None
     assert outcome.dead.reason == "refused"
     assert "387" not in outcome.dead.detail
-    assert outcome.writes == {}
+    assert outcome.written() == {}
     assert service.detector.findings() == []
 
 
@@ -98,7 +99,7 @@ def test_an_undeclared_attribute_of_another_type_than_before_is_a_wrong_type_dea
         "wrong_type",
         "an attribute's type differs from earlier batches",
     )
-    assert outcome.writes == {}
+    assert outcome.written() == {}
 
 
 def test_a_table_written_under_another_threshold_is_refused() -> None:
@@ -153,7 +154,7 @@ def test_records_taken_together_end_where_one_by_one_ends(group: int) -> None:
     if group > 1:
         assert any(o.merged for o in taken)
     # A replacement restored from what the grouped service wrote skips every batch it folded in.
-    table = {key: value for outcome in taken for key, value in outcome.writes.items()}
+    table = {key: value for outcome in taken for key, value in outcome.written().items()}
     again = DetectorService(topology)
     again.restore(table)
     assert [f.id for f in again.detector.findings()] == [f.id for f in one.detector.findings()]
@@ -170,10 +171,10 @@ def test_a_run_attributes_its_findings_to_its_last_record_and_lists_them_all() -
     )
     assert outcomes[0].merged
     assert outcomes[0].events == []
-    assert outcomes[0].writes == {}
+    assert outcomes[0].written() == {}
     bodies = [json.loads(value) for _, value in outcomes[1].events]
     assert {(body["batch"], tuple(body["batches"])) for body in bodies} == {("b2", ("b1", "b2"))}
-    assert len(outcomes[1].writes) == 1  # one state entry for the run
+    assert len(outcomes[1].written()) == 1  # one state entry for the run
 
 
 def test_runs_break_only_where_a_time_window_needs_one_publication_time() -> None:
@@ -211,7 +212,7 @@ def test_an_entry_bigger_than_a_record_is_written_in_chunks_and_restored_only_wh
     service = DetectorService(topology, max_bytes=4096)
     service.restore({})
     outcomes = service.handle_many(items)
-    table = {key: value for outcome in outcomes for key, value in outcome.writes.items()}
+    table = {key: value for outcome in outcomes for key, value in outcome.written().items()}
     assert len(table) > 1
     assert all(len(value) <= 4096 for value in table.values())
     again = DetectorService(topology, max_bytes=4096)
@@ -226,12 +227,12 @@ def test_an_entry_bigger_than_a_record_is_written_in_chunks_and_restored_only_wh
     refolded = broken.handle_many(items)
     assert not any(o.replayed for o in refolded)
     assert [f.id for f in broken.detector.findings()] == [f.id for f in service.detector.findings()]
-    assert not set(refolded[-1].writes) & set(table)  # a new entry number: no chunk of the old one reused
+    assert not set(refolded[-1].written()) & set(table)  # a new entry number: no chunk of the old one reused
 
 
 def _stored(table: dict[str, bytes], outcome: Outcome) -> None:
     """What the worker does with an outcome's entries: write them, then delete what a snapshot replaced."""
-    table.update(outcome.writes)
+    table.update(outcome.written())
     for key in outcome.deletes:
         del table[key]
 
@@ -252,7 +253,7 @@ def test_a_compacted_table_restores_the_state_after_every_record(compact_bytes: 
         outcome = service.handle(*item)
         assert [value for _, value in outcome.events] == [value for _, value in expected.events]
         _stored(table, outcome)
-        if any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.writes):
+        if any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.written()):
             snapshots += 1
             # A snapshot replaces every record written before it (a link holds their pieces).
             assert not any(key.startswith("record/") for key in table), sorted(table)
@@ -305,12 +306,12 @@ def test_snapshots_without_withdrawals_link_the_pieces_since_and_a_full_chain_is
     for number in range(200):
         name = "v1" if number % 2 else "v2"
         outcome = service.handle(*_record(name, views[name].slice(number % 6, 1), f"b{number}"), None)
-        written = [key for key in outcome.writes if key.startswith(SNAPSHOT_PREFIX)]
+        written = [key for key in outcome.written() if key.startswith(SNAPSHOT_PREFIX)]
         if written:
             (key,) = written
-            entry = read_entries(outcome.writes[key])
+            entry = read_entries(outcome.written()[key])
             chain_keys = {SNAPSHOT_PREFIX + f"{link:012d}" for link in chain}
-            now = {**table, **outcome.writes}  # the fold's own record among those it replaces
+            now = {**table, **outcome.written()}  # the fold's own record among those it replaces
             records = [unpack_entries(now[old]) for old in outcome.deletes if not old.startswith(SNAPSHOT_PREFIX)]
             if DETECTOR_KEY in entry:  # a full chain re-encoded: it replaces the chain too
                 assert len(chain) == CHAIN_LINKS
@@ -359,7 +360,7 @@ def test_a_snapshot_written_as_a_packed_frame_before_still_restores() -> None:
     service, table = _fed(topology, items)
     last = service.handle(*_record("v1", views["v1"].head(1), "one-more"), None)
     _stored(table, last)
-    written = {key: value for key, value in last.writes.items() if key.startswith(SNAPSHOT_PREFIX)}
+    written = {key: value for key, value in last.written().items() if key.startswith(SNAPSHOT_PREFIX)}
     assert len(written) > 1  # in chunks
     whole = b"".join(written[key] for key in sorted(written))
     entries = read_entries(whole)
@@ -399,7 +400,7 @@ def test_deferred_snapshots_are_forced_at_twice_the_threshold_and_taken_when_idl
         outcome = service.handle(*item)
         threshold = service.snapshot_threshold
         assert threshold is not None
-        if any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.writes):
+        if any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.written()):
             forced += 1
             assert service.since_snapshot == 0
         else:  # a fold leaves up to twice the threshold unsnapshotted, where an inline one would have taken it
@@ -411,7 +412,7 @@ def test_deferred_snapshots_are_forced_at_twice_the_threshold_and_taken_when_idl
             assert not snapshot.events
             assert snapshot.publication is None
             assert snapshot.deletes
-            assert all(key.startswith(SNAPSHOT_PREFIX) for key in snapshot.writes)
+            assert all(key.startswith(SNAPSHOT_PREFIX) for key in snapshot.written())
             _stored(table, snapshot)
             idle += 1
             assert not service.idle_compaction_due()  # nothing written since
@@ -432,13 +433,13 @@ def test_a_snapshot_cut_short_or_left_beside_what_it_replaces_restores_the_same_
     items = _table1_records(views)
     service, table = _fed(topology, items[:-3])
     last = service.handle(*items[-3])
-    chunks = sorted(key for key in last.writes if key.startswith(SNAPSHOT_PREFIX))
+    chunks = sorted(key for key in last.written() if key.startswith(SNAPSHOT_PREFIX))
     assert len(chunks) > 1
     assert last.deletes
     expected = [f.id for f in service.detector.findings()]
 
     # Killed after the snapshot was written, before its deletions: the records it covers are ignored.
-    beside = {**table, **last.writes}
+    beside = {**table, **last.written()}
     restored = DetectorService(topology, max_bytes=2048)
     restored.restore(beside)
     assert [f.id for f in restored.detector.findings()] == expected
@@ -451,8 +452,8 @@ def test_a_snapshot_cut_short_or_left_beside_what_it_replaces_restores_the_same_
     # Its next entries take new numbers and its next snapshot deletes the stale chunks.
     partial.compact_bytes = 1
     after = partial.handle(*items[-2])
-    assert not set(after.writes) & set(cut)
-    assert set(after.deletes) == set(cut) | {key for key in after.writes if not key.startswith(SNAPSHOT_PREFIX)}
+    assert not set(after.written()) & set(cut)
+    assert set(after.deletes) == set(cut) | {key for key in after.written() if not key.startswith(SNAPSHOT_PREFIX)}
 
 
 def test_a_snapshot_forgets_batch_ids_folded_before_the_replay_retention() -> None:
@@ -498,12 +499,61 @@ def test_a_snapshot_after_withdrawals_reencodes_the_state_and_without_them_merge
         service.compact_bytes = 1
         last = service.handle(*_record("v1", views["v1"].head(1), "one-more"), None)
         _stored(table, last)
-        (snapshot,) = [read_entries(value) for key, value in last.writes.items() if key.startswith(SNAPSHOT_PREFIX)]
+        (snapshot,) = [read_entries(value) for key, value in last.written().items() if key.startswith(SNAPSHOT_PREFIX)]
         assert (DETECTOR_KEY in snapshot) is reencoded
         assert any(key.startswith(PIECE_PREFIX) for key in snapshot) is not reencoded
         again = DetectorService(topology)
         again.restore(table)
         assert [f.id for f in again.detector.findings()] == [f.id for f in service.detector.findings()]
+
+
+@pytest.mark.parametrize("size", [0, 1, 999, 1000, 1001, 5000])
+def test_a_large_entry_cut_as_it_is_written_gives_the_chunks_of_one_cut_whole(size: int) -> None:
+    """A snapshot's chunks cut group by group from its parts (a worker sends and keeps each group before the
+    next is cut) are the chunks of the entry cut whole, under the keys and size told before any is cut; the
+    parts are let go as they are cut, and the chunks are taken once."""
+    data = bytes(range(256)) * (size // 256 + 1)
+    parts: list[bytes | memoryview] = [
+        data[: size // 3],
+        memoryview(data)[size // 3 : size // 2],
+        data[size // 2 : size],
+    ]
+    whole = chunked("snapshot/7", data[:size], 2048)
+    chunks = Chunks("snapshot/7", parts, 2048)
+    assert chunks.keys == list(whole)
+    assert chunks.size == size
+    groups = list(chunks.groups(2500))
+    assert {name: chunk for group in groups for name, chunk in group.items()} == whole
+    assert [list(group) for group in groups] == [list(whole)[i : i + 3] for i in range(0, len(whole), 3)]
+    assert not parts  # every part let go
+    with pytest.raises(RuntimeError, match="taken already"):
+        list(chunks.groups(2500))
+
+
+def test_a_reencoded_snapshot_is_written_after_the_records_entries_and_cut_when_taken() -> None:
+    """A withdrawal makes the next snapshot re-encode the state: it leaves the fold as chunks still to cut
+    (``snapshots``), not among ``writes``, and the table it makes restores the state."""
+    topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
+    views = load_views(topology)
+    service = DetectorService(topology, compact_bytes=None, max_bytes=4096)
+    service.restore({})
+    table: dict[str, bytes] = {}
+    for item in _table1_records(views):
+        _stored(table, service.handle(*item))
+    service.compact_bytes = 1
+    last = service.handle(*_record("v1", views["v1"].head(1), "one-more"), None)
+    assert not any(key.startswith(SNAPSHOT_PREFIX) for key in last.writes)
+    (snapshot,) = last.snapshots
+    assert len(snapshot.keys) > 1  # cut in chunks under max_bytes
+    assert last.written_bytes == sum(len(piece) for piece in last.writes.values()) + snapshot.size
+    for group in snapshot.groups(1):
+        table |= group
+    for key in last.deletes:
+        table.pop(key, None)
+    table |= last.writes
+    again = DetectorService(topology)
+    again.restore(table)
+    assert [f.id for f in again.detector.findings()] == [f.id for f in service.detector.findings()]
 
 
 @pytest.mark.parametrize(
@@ -551,7 +601,7 @@ def test_a_worker_killed_between_its_state_and_its_events_has_them_sent_by_whoev
 
     def delivered(outcomes: list[Outcome], *, events_sent: bool = True) -> None:
         for outcome in outcomes:
-            table.update(outcome.writes)
+            table.update(outcome.written())
             events.extend(value for _, value in outcome.events if events_sent)
 
     first = DetectorService(topology)

@@ -149,7 +149,7 @@ def test_the_service_reports_the_status_once_per_change_and_findings_folds_it() 
     name = next(iter(views))
     value, headers = encode_publication(Publication(name, "add", "v", NOW, views[name]))
     outcome = service.handle(value, headers, None)
-    stored |= outcome.writes
+    stored |= outcome.written()
     assert outcome.incomplete is None  # still blind, said already
     events += [value for _, value in outcome.events]
     opened, incomplete = fold_events(events)
@@ -157,7 +157,7 @@ def test_the_service_reports_the_status_once_per_change_and_findings_folds_it() 
     assert set(incomplete) == {"sind"}
     value, headers = _table_record(table, "t")
     outcome = service.handle(value, headers, Carried.TABLE)
-    stored |= outcome.writes
+    stored |= outcome.written()
     assert outcome.incomplete == {}
     events += [value for _, value in outcome.events]
     opened, incomplete = fold_events(events)

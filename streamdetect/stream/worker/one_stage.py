@@ -100,7 +100,7 @@ def one_stage(
         async with folding:
             snapshot = service.compact()
             await out.deliver(snapshot, At(0))
-            log.info("state snapshot taken while idle (%d bytes)", sum(map(len, snapshot.writes.values())))
+            log.info("state snapshot taken while idle (%d bytes)", snapshot.written_bytes)
             metrics.stored(snapshot)
             metrics.state(service.state_bytes)
 

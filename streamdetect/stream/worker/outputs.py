@@ -51,6 +51,10 @@ Landed = tuple[str, int, int]
 #: The producer's batch size: a record's outputs go as batches (Outputs._produce), a few hundred finding
 #: events each; under the brokers' default message size limit (1 MB).
 BATCH_BYTES = 256 * 1024
+#: A re-encoded state is sent and kept this many bytes of chunks at a time (each group awaited before the
+#: next is cut): what it holds beside the state's encoded parts, where the whole state's chunks, the
+#: producer's batches of them and a RocksDB write of them each held it once more.
+SNAPSHOT_GROUP_BYTES = 8 << 20
 
 
 class Outputs:
@@ -138,6 +142,12 @@ class Outputs:
         changelog = self.table.changelog_topic
         written = [(changelog, name.encode(), piece, message.partition, None) for name, piece in outcome.writes.items()]
         self._keep(written, await self._produce(written))
+        for snapshot in outcome.snapshots:
+            # A re-encoded state, a group of chunks at a time: cut from its parts, sent, kept, let go.
+            for group in snapshot.groups(SNAPSHOT_GROUP_BYTES):
+                chunks = [(changelog, name.encode(), piece, message.partition, None) for name, piece in group.items()]
+                del group
+                self._keep(chunks, await self._produce(chunks))
         await self._produce(
             [(self.findings, finding_id, body, None, None) for finding_id, body in outcome.events]
             + [(self.universal, None, body, None, headers) for body, headers in outcome.universal]
