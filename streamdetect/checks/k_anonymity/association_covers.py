@@ -107,8 +107,9 @@ class AssociationCoverState:
     #: Per subset of the views run for some covers alone, its answers per cover (``join_search.Answers``;
     #: not serialized), kept while the subset's views keep their rows.
     answers: dict[frozenset[str], Any] = field(default_factory=dict, compare=False, repr=False)
-    #: Elimination orders of the delta joins, per (set, changed view, size classes of the relations): a
-    #: batch replays them instead of estimating again (not serialized).
+    #: Elimination orders of the delta joins, per (set, changed view, size classes of the relations), and of
+    #: the forcing-view search's runs for some covers alone (the view named ``targeted`` and the subset's
+    #: views): a batch replays them instead of estimating again (not serialized).
     plans: dict[tuple[SetKey, str, tuple[int, ...]], Plan] = field(default_factory=dict, compare=False, repr=False)
 
     def changes(
