@@ -115,6 +115,38 @@ def test_the_kubernetes_manifests_validate_strictly() -> None:
         kubernetes_validate.validate(broken, "1.30.0", strict=True)
 
 
+def test_the_rocksdb_workers_are_a_stateful_set_with_a_volume_each_in_place_of_the_deployment() -> None:
+    """worker-rocksdb.yaml replaces worker.yaml's Deployment: the same container but for the store, its
+    --datadir on a volume claimed per worker, under a governing Service; strictly valid."""
+    import kubernetes_validate
+
+    manifests = [
+        doc for doc in yaml.safe_load_all((ROOT / "deploy" / "k8s" / "worker-rocksdb.yaml").read_text()) if doc
+    ]
+    assert [doc["kind"] for doc in manifests] == ["Service", "StatefulSet"]
+    for doc in manifests:
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    service, stateful = manifests
+    assert stateful["spec"]["serviceName"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None"
+    pod = stateful["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert args[args.index("--store") + 1] == "rocksdb://"
+    mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+    assert args[args.index("--datadir") + 1] == mounts["data"]
+    assert [claim["metadata"]["name"] for claim in stateful["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert "data" not in {volume["name"] for volume in pod["volumes"]}  # the claim's, not an emptyDir
+    # The rest as the Deployment runs it: the same topology, environment, probe and security.
+    deployment = _manifests()[1]["spec"]["template"]["spec"]  # type: ignore[index]
+    (deployed,) = deployment["containers"]
+    without_store = [a for i, a in enumerate(args) if a != "--store" and (i == 0 or args[i - 1] != "--store")]
+    assert without_store == deployed["args"]
+    for key in ("env", "envFrom", "ports", "resources", "readinessProbe", "image"):
+        assert container[key] == deployed[key]
+    assert stateful["spec"]["selector"] == _manifests()[1]["spec"]["selector"]  # type: ignore[index]
+
+
 def test_the_configmaps_topology_is_the_shipped_example(tmp_path: Path) -> None:
     from streamdetect.io.topology_file import load_topology
 
