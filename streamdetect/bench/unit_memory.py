@@ -57,14 +57,16 @@ from streamdetect.stream.worker.outputs import SNAPSHOT_GROUP_BYTES
 
 #: The stores a worker's table can use (``worker --store``).
 STORES = ("memory://", "rocksdb://")
+#: Where the kernel tells a process its resident memory (Linux).
+STATM = Path("/proc/self/statm")
 #: Seconds between two readings of the resident memory.
 SAMPLE_S = 0.005
 _PAGE = 4096
 
 
 def resident_bytes() -> int:
-    """The process's resident memory now (Linux: ``/proc/self/statm``)."""
-    with open("/proc/self/statm", encoding="ascii") as statm:
+    """The process's resident memory now (Linux: :data:`STATM`)."""
+    with open(STATM, encoding="ascii") as statm:
         return int(statm.read().split()[1]) * _PAGE
 
 
@@ -249,6 +251,10 @@ def run_unit(
     never held them. Raises :class:`~streamdetect.errors.StreamdetectError` for an unknown unit or store."""
     if store not in STORES:
         raise StreamdetectError(f"unknown store {store!r}: a worker's table is kept in {' or '.join(STORES)}")
+    if not STATM.exists():
+        raise StreamdetectError(
+            f"bench unit reads the process's resident memory from {STATM}, which this system lacks (Linux)"
+        )
     split = plan(topology, partitions, checks, k=k)
     chosen = _unit_of(split, unit)
     folder = Path(tempfile.mkdtemp(prefix="streamdetect-unit-"))

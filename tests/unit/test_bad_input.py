@@ -341,6 +341,18 @@ def test_a_store_the_worker_does_not_know_is_a_usage_error_that_names_those_it_d
     assert "'aerospike://' is not one of 'memory://', 'rocksdb://'" in " ".join(stderr.split())
 
 
+def test_bench_unit_without_proc_says_where_it_reads_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``bench unit`` reads the process's memory from /proc (Linux): elsewhere exit 2 saying so, before it
+    reads any row."""
+    from streamdetect.bench import unit_memory
+
+    monkeypatch.setattr(unit_memory, "STATM", tmp_path / "no-statm")
+    path = Path(__file__).resolve().parents[2] / "topologies" / "dou-patients.yaml"
+    result = CliRunner().invoke(cli, ["bench", "unit", str(path), "--partitions", "2", "--unit", "SSN/0"])
+    assert result.exit_code == 2, result.output
+    assert f"reads the process's resident memory from {tmp_path / 'no-statm'}" in " ".join(result.stderr.split())
+
+
 FRAGMENT_TABLE = GOOD_TABLE + "  source: t.csv\nviews:\n  - {name: v1, attributes: [SSN, Job]}\n"
 
 
