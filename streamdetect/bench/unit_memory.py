@@ -50,13 +50,13 @@ from streamdetect.model.topology import Topology
 from streamdetect.partitioning import Plan, Unit, plan
 from streamdetect.stream.allocators import return_freed_memory
 from streamdetect.stream.records import Publication
+from streamdetect.stream.routing import unit_service
 from streamdetect.stream.service import DetectorService, Outcome
+from streamdetect.stream.settings import STORES
 from streamdetect.stream.state_log import LookedUp
 from streamdetect.stream.worker.app import ROCKSDB_OPTIONS
 from streamdetect.stream.worker.outputs import SNAPSHOT_GROUP_BYTES
 
-#: The stores a worker's table can use (``worker --store``).
-STORES = ("memory://", "rocksdb://")
 #: Where the kernel tells a process its resident memory (Linux).
 STATM = Path("/proc/self/statm")
 #: Seconds between two readings of the resident memory.
@@ -103,7 +103,7 @@ class _Store:
     """The table of a unit's entries: writes and deletes applied as the worker's store takes them."""
 
     def __init__(self, kind: str, folder: Path) -> None:
-        self.kind, self.folder = kind, folder
+        self.folder = folder
         self.memory: dict[str, bytes] = {}
         self.rocks: Any = _open_rocksdb(folder) if kind == "rocksdb://" else None
 
@@ -169,14 +169,6 @@ def _unit_of(split: Plan, name: str | None) -> Unit:
         what = f"no unit {name!r}" if name is not None else "--unit is needed"
         raise StreamdetectError(f"{what}: the plan's units at {split.partitions} partition(s) are {listed}")
     return chosen
-
-
-def _service(split: Plan, unit: Unit) -> DetectorService:
-    """The unit's service, as a worker's routing builds it."""
-    planned = split.check_plan(unit)
-    return DetectorService(
-        planned.topology, prefix=f"{unit.name}/", placement=f"partitions={split.partitions}", plan=planned
-    )
 
 
 def _spool(split: Plan, unit: Unit, batches: Sequence[Batch], folder: Path) -> list[_Spooled]:
@@ -320,7 +312,7 @@ def _fold_unit(job: _Job, progress: Callable[[int, int], None]) -> dict[str, Any
     phases: dict[str, Any] = {}
     baseline = resident_bytes()
     store = _Store(job.store, job.folder / "store")
-    service = _service(split, unit)
+    service = unit_service(split, unit)
     rows = 0
     with _phase(phases, "fold"):
         for done, item in enumerate(job.spooled, start=1):
@@ -367,7 +359,7 @@ def _restore(job: _Job, progress: Callable[[int, int], None]) -> dict[str, Any]:
             entries = {key.decode(): value for key, value in rocks.items()}
         else:
             entries = LookedUp(rocks, {key.decode(): key for key in rocks.keys()})  # noqa: SIM118 -- rocksdict
-        service = _service(split, unit)
+        service = unit_service(split, unit)
         service.restore(entries)
     found = result["restore"]
     found["open_findings"] = len(service.detector.findings())

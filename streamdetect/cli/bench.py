@@ -22,6 +22,7 @@ from streamdetect.checks.registry import CHECKS
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.cli.stream import BOOTSTRAP
 from streamdetect.errors import TopologyError
+from streamdetect.stream.settings import STORES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -518,8 +519,8 @@ def partition_command(
 @click.option("--unit", "unit", help="The unit to run (as `bench partition` names it) [default: the only one].")
 @click.option(
     "--store",
-    type=click.Choice(["memory://", "rocksdb://"]),
-    default="memory://",
+    type=click.Choice(STORES),
+    default=STORES[0],
     show_default=True,
     help="Where the unit's table is kept, as the worker's --store.",
 )

@@ -11,7 +11,7 @@ import click
 
 from streamdetect.cli.errors import fail_cleanly
 from streamdetect.errors import TopologyError
-from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S, WorkerSettings
+from streamdetect.stream.settings import COMPACT_BYTES, REPLAY_RETENTION_S, STORES, WorkerSettings
 
 if TYPE_CHECKING:
     from streamdetect.model.topology import Topology
@@ -161,8 +161,8 @@ class Duration(click.ParamType):
 )
 @click.option(
     "--store",
-    type=click.Choice(["memory://", "rocksdb://"]),
-    default="memory://",
+    type=click.Choice(STORES),
+    default=STORES[0],
     show_default=True,
     help="Where the state table's local copy lives: in memory (read from the changelog's start at every "
     "start), or in RocksDB files under --datadir (out of the process's memory; a restart reads only the "

@@ -136,21 +136,18 @@ class Units:
         if found is None:
             if not self.services:
                 self._refuse_stale()
-            planned = self.plan.check_plan(unit)
             # Each identifier's units emit the channels whose first identifier is theirs: once each.
             universal = (
                 UniversalStream(self.plan.topology, self.universal_rows, owner=unit.identifier)
                 if self.universal_rows and unit.by_value
                 else None
             )
-            found = DetectorService(
-                planned.topology,
-                prefix=f"{unit.name}/",
-                placement=f"partitions={self.plan.partitions}",
+            found = unit_service(
+                self.plan,
+                unit,
                 universal=universal,
                 compact_bytes=self.compact_bytes,
                 replay_retention_s=self.replay_retention_s,
-                plan=planned,
             )
             found.restore(self.entries(found.prefix))
             self.services[unit] = found
@@ -345,6 +342,29 @@ class Units:
     def state_bytes(self) -> int:
         """Bytes of state held by the units built, as restored plus written since."""
         return sum(service.state_bytes for service in self.services.values())
+
+
+def unit_service(
+    plan: Plan,
+    unit: Unit,
+    *,
+    universal: UniversalStream | None = None,
+    compact_bytes: int | None = COMPACT_BYTES,
+    replay_retention_s: float | None = REPLAY_RETENTION_S,
+) -> DetectorService:
+    """The service that folds ``unit``'s share: its checks' plan, and its entries in the table under the
+    unit's prefix with the plan's partition count kept beside the fingerprint (a state built under another
+    placement holds other values)."""
+    planned = plan.check_plan(unit)
+    return DetectorService(
+        planned.topology,
+        prefix=f"{unit.name}/",
+        placement=f"partitions={plan.partitions}",
+        universal=universal,
+        compact_bytes=compact_bytes,
+        replay_retention_s=replay_retention_s,
+        plan=planned,
+    )
 
 
 def _merged(read: Publication, outcomes: Sequence[Outcome]) -> Outcome:

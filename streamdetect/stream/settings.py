@@ -21,6 +21,8 @@ DEFAULT_MAX_BYTES = 1_000_000
 #: The table stays within about the state plus this (twice the state after a withdrawal), and a restore
 #: replays at most that much.
 COMPACT_BYTES = 16 << 20
+#: Where a worker's state table keeps its local copy (``worker --store``).
+STORES = ("memory://", "rocksdb://")
 #: Seconds a folded batch id is remembered (to skip a redelivered record) once a snapshot is taken: Kafka
 #: redelivers what a worker read and did not commit, within minutes; a week is far beyond that.
 REPLAY_RETENTION_S = 7 * 86_400.0

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,25 +139,28 @@ class Outputs:
         flush before an offset commit gives up after 0.1 s, so under load it committed offsets of records
         whose state was not yet on the broker, and a worker killed then lost them (measured: the
         two-worker test's open set differed from check's)."""
-        changelog = self.table.changelog_topic
-        written = [(changelog, name.encode(), piece, message.partition, None) for name, piece in outcome.writes.items()]
-        self._keep(written, await self._produce(written))
+        await self._write_state(outcome.writes.items(), message.partition)
         for snapshot in outcome.snapshots:
             # A re-encoded state, a group of chunks at a time: cut from its parts, sent, kept, let go.
             for group in snapshot.groups(SNAPSHOT_GROUP_BYTES):
-                chunks = [(changelog, name.encode(), piece, message.partition, None) for name, piece in group.items()]
-                del group
-                self._keep(chunks, await self._produce(chunks))
+                await self._write_state(group.items(), message.partition)
         await self._produce(
             [(self.findings, finding_id, body, None, None) for finding_id, body in outcome.events]
             + [(self.universal, None, body, None, headers) for body, headers in outcome.universal]
         )
         if outcome.deletes:
             # After the snapshot that replaces them is on the broker: tombstones, which compaction drops.
-            tombstones = [(changelog, name.encode(), None, message.partition, None) for name in outcome.deletes]
-            self._keep(tombstones, await self._produce(tombstones))
+            await self._write_state(((name, None) for name in outcome.deletes), message.partition)
         if outcome.events:
             log.info("%d finding event(s) from %s", len(outcome.events), message.topic)
+
+    async def _write_state(self, entries: Iterable[tuple[str, bytes | None]], partition: int) -> None:
+        """Produce state entries (a value None: a tombstone) to the table's changelog in ``partition``, await
+        them, then keep them in the local store (:meth:`_keep`)."""
+        changelog = self.table.changelog_topic
+        records = [(changelog, name.encode(), value, partition, None) for name, value in entries]
+        if records:
+            self._keep(records, await self._produce(records))
 
     def _keep(self, records: Sequence[Record], landed: Sequence[Landed]) -> None:
         """Keep changelog records the broker has (``landed``: where each went) in the table's local store,
