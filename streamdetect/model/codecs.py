@@ -6,8 +6,11 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import polars as pl
@@ -39,20 +42,69 @@ def frame_from_ipc(data: bytes | memoryview) -> pl.DataFrame:
     return pl.read_ipc_stream(io.BytesIO(data))
 
 
+#: Frames whose Arrow IPC bytes exceed this are deferred parts while :func:`deferring`.
+DEFER_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A part made again when it is taken (:func:`made`): a large frame's Arrow IPC bytes, made once for
+    their length and let go (:func:`deferring`)."""
+
+    length: int
+    make: Callable[[], bytes | memoryview]
+
+    def __len__(self) -> int:
+        return self.length
+
+
+#: A part of an encoded document: bytes, or bytes made when taken.
+Part = bytes | memoryview | Deferred
+
+
+def made(part: Part) -> bytes | memoryview:
+    """A part's bytes (a deferred part's made now; the frame it encodes is never changed in place, so they
+    are the bytes whose length the document's header holds)."""
+    if not isinstance(part, Deferred):
+        return part
+    data = part.make()
+    if len(data) != part.length:
+        raise RuntimeError(f"a deferred part made {len(data)} bytes, not the {part.length} it was measured at")
+    return data
+
+
+_DEFERRING: ContextVar[int | None] = ContextVar("deferring", default=None)
+
+
+@contextmanager
+def deferring(threshold: int | None = None) -> Iterator[None]:
+    """Within it, :func:`document_parts` makes each frame of more than ``threshold`` IPC bytes a
+    :class:`Deferred` part: encoded once for its length (the document's header needs every blob's length
+    before the first) and again when a writer takes it. A writer that cuts chunks from the parts as it
+    sends them (a worker's re-encoded snapshot) then holds one large frame's bytes at a time instead of the
+    whole state's, for the cost of encoding the large frames twice. ``threshold``: :data:`DEFER_BYTES` when
+    None."""
+    token = _DEFERRING.set(DEFER_BYTES if threshold is None else threshold)
+    try:
+        yield
+    finally:
+        _DEFERRING.reset(token)
+
+
 @dataclass(frozen=True)
 class Encoded:
     """A binary document not joined into one string yet: its parts in order (:func:`document_parts`). A
     document that holds it as a value takes its parts as they are, and a writer can cut its chunks from
     them: the state's bytes are never copied into one string only to be copied again."""
 
-    parts: list[bytes | memoryview]
+    parts: list[Part]
 
     def __len__(self) -> int:
         return sum(len(part) for part in self.parts)
 
     def joined(self) -> bytes:
         """The document's bytes."""
-        return b"".join(self.parts)
+        return b"".join(made(part) for part in self.parts)
 
     def __bytes__(self) -> bytes:
         return self.joined()
@@ -65,13 +117,17 @@ def document_parts(document: Mapping[str, Any]) -> Encoded:
     frames as Arrow IPC streams (each writer's own buffer) and the byte strings as they are. Nothing in
     base64: states were JSON with base64 frames, a third larger and held in memory three times over while
     written (the texts, the JSON text, its bytes)."""
-    blobs: list[bytes | memoryview | Encoded] = []
+    blobs: list[Part | Encoded] = []
+    threshold = _DEFERRING.get()
 
     def referenced(value: Any) -> Any:
         if isinstance(value, pl.DataFrame):
-            buffer = io.BytesIO()
-            value.write_ipc_stream(buffer)
-            blobs.append(buffer.getbuffer())
+            encoded = _ipc_stream(value)
+            if threshold is not None and len(encoded) > threshold:
+                blobs.append(Deferred(len(encoded), partial(_ipc_stream, value)))
+                del encoded
+            else:
+                blobs.append(encoded)
             return {_FRAME: len(blobs) - 1}
         if isinstance(value, bytes | bytearray | Encoded):
             blobs.append(value if not isinstance(value, bytearray) else bytes(value))
@@ -83,10 +139,17 @@ def document_parts(document: Mapping[str, Any]) -> Encoded:
         return value
 
     header = json.dumps({"document": referenced(document), "blobs": [len(blob) for blob in blobs]}).encode()
-    parts: list[bytes | memoryview] = [DOCUMENT_MAGIC, len(header).to_bytes(_LENGTH_BYTES, "big"), header]
+    parts: list[Part] = [DOCUMENT_MAGIC, len(header).to_bytes(_LENGTH_BYTES, "big"), header]
     for blob in blobs:
         parts += blob.parts if isinstance(blob, Encoded) else [blob]
     return Encoded(parts)
+
+
+def _ipc_stream(frame: pl.DataFrame) -> memoryview:
+    """A frame's Arrow IPC stream bytes, the writer's own buffer."""
+    buffer = io.BytesIO()
+    frame.write_ipc_stream(buffer)
+    return buffer.getbuffer()
 
 
 def encode_document(document: Mapping[str, Any]) -> bytes:

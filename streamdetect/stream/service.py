@@ -24,7 +24,7 @@ from streamdetect.check_plan import CheckPlan
 from streamdetect.detector import Detector
 from streamdetect.errors import StateError, StreamdetectError
 from streamdetect.model.batch import Batch
-from streamdetect.model.codecs import Encoded, frame_from_ipc, frame_to_ipc
+from streamdetect.model.codecs import Encoded, deferring, frame_from_ipc, frame_to_ipc
 from streamdetect.model.topology import Topology
 from streamdetect.relational.universal_stream import UniversalStream
 from streamdetect.stream.events import cleared_again, finding_events, status_events
@@ -572,10 +572,9 @@ class DetectorService:
         reencoded = self._reencodes
         key = f"{self.prefix}{SNAPSHOT_PREFIX}{self.written:012d}"
         if reencoded:  # a withdrawal since the last snapshot, or a long chain: a new chain
-            entries: dict[str, bytes | Encoded] = {
-                **self._snapshot_meta(),
-                DETECTOR_KEY: self.detector.snapshot_parts(),
-            }
+            with deferring():  # the large frames made again as their chunks are cut: the state held once
+                detector = self.detector.snapshot_parts()
+            entries: dict[str, bytes | Encoded] = {**self._snapshot_meta(), DETECTOR_KEY: detector}
             snapshot = snapshot_chunks(key, entries, self.max_bytes)  # the Detector's parts, cut when written
             chunk_keys, size = snapshot.keys, snapshot.size
             outcome.snapshots.append(snapshot)

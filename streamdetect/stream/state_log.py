@@ -14,10 +14,12 @@ import polars as pl
 from streamdetect.model.codecs import (
     DOCUMENT_MAGIC,
     Encoded,
+    Part,
     decode_document,
     document_parts,
     frame_from_ipc,
     frame_to_ipc,
+    made,
 )
 
 log = logging.getLogger(__name__)
@@ -129,7 +131,7 @@ class Chunks:
     """A large table entry's chunks (:func:`chunked`'s keys and bytes), cut from its parts when taken
     (:meth:`groups`): the keys and the size are known before, and each part is let go once cut. Taken once."""
 
-    def __init__(self, key: str, parts: list[bytes | memoryview], limit: int) -> None:
+    def __init__(self, key: str, parts: list[Part], limit: int) -> None:
         self._key, self._parts, self._limit = key, parts, limit
         self.size = sum(len(part) for part in parts)
         room = _room(limit)
@@ -168,13 +170,13 @@ def _chunk_key(key: str, index: int, count: int) -> str:
     return f"{key}.{index:04d}-{count:04d}"
 
 
-def _pieces(key: str, parts: list[bytes | memoryview], limit: int) -> Iterator[tuple[str, bytes]]:
-    """:func:`chunked`'s entry or chunks, from the entry's bytes in ``parts`` (consumed: each part is let go
-    once its chunks are cut), one at a time."""
+def _pieces(key: str, parts: list[Part], limit: int) -> Iterator[tuple[str, bytes]]:
+    """:func:`chunked`'s entry or chunks, from the entry's bytes in ``parts`` (consumed: each part is made
+    when reached, and let go once its chunks are cut), one at a time."""
     size = _room(limit)
     total = sum(len(part) for part in parts)
     if total <= size:
-        joined = b"".join(parts)
+        joined = b"".join(made(part) for part in parts)
         parts.clear()
         yield key, joined
         return
@@ -184,7 +186,7 @@ def _pieces(key: str, parts: list[bytes | memoryview], limit: int) -> Iterator[t
     held = 0
     parts.reverse()
     while parts:
-        part = memoryview(parts.pop())
+        part = memoryview(made(parts.pop()))
         while part:
             taken = part[: size - held]
             pending.append(taken)

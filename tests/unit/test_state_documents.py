@@ -13,14 +13,19 @@ from streamdetect.checks.k_anonymity.association_covers import AssociationCoverC
 from streamdetect.checks.linkage.state import LinkageState
 from streamdetect.model.codecs import (
     DOCUMENT_MAGIC,
+    Deferred,
     as_bytes,
     as_frame,
     decode_document,
+    deferring,
+    document_parts,
     encode_document,
     frame_to_ipc,
+    made,
     versioned_document,
 )
 from streamdetect.model.topology import ViewDefinition
+from streamdetect.stream.state_log import Chunks
 
 FRAME = pl.DataFrame({"a": [1, 2, None], "b": ["x", "y", "z"]})
 
@@ -49,6 +54,28 @@ def test_frames_and_bytes_anywhere_in_a_document_come_back_as_they_were() -> Non
     assert b"plain" in data
     assert base64.b64encode(frame_to_ipc(FRAME)) not in data  # nothing in base64
     assert _equal(document, decode_document(data))
+
+
+def test_frames_deferred_while_deferring_are_made_again_into_the_same_bytes() -> None:
+    """Within :func:`deferring`, the frames above the threshold are parts made when taken: the document's
+    bytes, and the chunks cut from its parts, are those of the document encoded at once; outside it,
+    nothing is deferred."""
+    large = pl.DataFrame({"a": list(range(5_000)), "b": [str(i) for i in range(5_000)]})
+    document = {"version": 1, "rows": large, "small": FRAME, "nested": {"again": large.tail(2_000)}}
+    whole = encode_document(document)
+    with deferring(threshold=len(frame_to_ipc(FRAME))):
+        parts = document_parts(document).parts
+    deferred = [part for part in parts if isinstance(part, Deferred)]
+    assert len(deferred) == 2  # the two large frames, not the small one
+    assert b"".join(made(part) for part in parts) == whole
+    assert Chunks("k", list(parts), 4096).taken() == Chunks("k", [whole], 4096).taken()
+    assert not any(isinstance(part, Deferred) for part in document_parts(document).parts)
+    assert _equal(document, decode_document(whole))
+
+
+def test_a_deferred_part_made_at_another_length_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="made 3 bytes, not the 4"):
+        made(Deferred(4, lambda: b"abc"))
 
 
 def test_a_document_cut_short_run_on_or_not_one_is_refused() -> None:

@@ -14,6 +14,7 @@ import streamdetect
 from streamdetect.checks.canonical import stable_id
 from streamdetect.errors import StateError
 from streamdetect.io.sources import load_views
+from streamdetect.model import codecs
 from streamdetect.stream.events import finding_event, finding_events, open_findings
 from streamdetect.stream.records import Publication, encode_publication
 from streamdetect.stream.service import DetectorService, Outcome, merged_batch, runs
@@ -530,9 +531,14 @@ def test_a_large_entry_cut_as_it_is_written_gives_the_chunks_of_one_cut_whole(si
         list(chunks.groups(2500))
 
 
-def test_a_reencoded_snapshot_is_written_after_the_records_entries_and_cut_when_taken() -> None:
+@pytest.mark.parametrize("defer_bytes", [codecs.DEFER_BYTES, 0])
+def test_a_reencoded_snapshot_is_written_after_the_records_entries_and_cut_when_taken(
+    defer_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A withdrawal makes the next snapshot re-encode the state: it leaves the fold as chunks still to cut
-    (``snapshots``), not among ``writes``, and the table it makes restores the state."""
+    (``snapshots``), not among ``writes``, and the table it makes restores the state; with every frame
+    deferred (made again as its chunks are cut) too."""
+    monkeypatch.setattr(codecs, "DEFER_BYTES", defer_bytes)
     topology = streamdetect.load_topology(ROOT / "topologies" / "dou-patients.yaml")
     views = load_views(topology)
     service = DetectorService(topology, compact_bytes=None, max_bytes=4096)
