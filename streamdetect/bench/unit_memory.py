@@ -18,9 +18,10 @@ reads the process's resident memory (``/proc/self/statm``, sampled every few mil
 
 The input is read and split in the calling process, and each share written to the spool; the fold and
 withdraw phases then run in a fresh process, and the restore in another (spawned: neither ever held the
-input), each with the worker's malloc thresholds set first (:mod:`streamdetect.stream.allocators`), as the
-worker command does. The figures are the whole process's: the interpreter and the libraries loaded count
-(``baseline_bytes``, read by the folding process before its first record).
+input), each with the worker's settings of the C library's malloc and of polars' allocator
+(:mod:`streamdetect.stream.allocators`), as the worker command sets them. The figures are the whole process's:
+the interpreter and the libraries loaded count (``baseline_bytes``, read by the folding process before its
+first record).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from streamdetect.errors import StreamdetectError
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import Topology
 from streamdetect.partitioning import Plan, Unit, plan
-from streamdetect.stream.allocators import return_freed_memory
+from streamdetect.stream.allocators import return_freed_memory, return_polars_freed_memory
 from streamdetect.stream.records import Publication
 from streamdetect.stream.routing import unit_service
 from streamdetect.stream.service import DetectorService, Outcome
@@ -271,6 +272,7 @@ def _in_process(
 ) -> dict[str, Any]:
     """``step(job, progress)`` in a fresh process (spawned: nothing of this one's memory), its progress
     passed on; its result, or its failure raised here."""
+    return_polars_freed_memory()  # the worker's setting of polars' allocator, which the process inherits
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
     process = context.Process(target=_child, args=(step, job, messages), daemon=True)

@@ -241,9 +241,11 @@ def worker(
     replay_retention: float,
 ) -> None:
     """Detect continuously: read TOPOLOGY's view topics, write findings and dead letters (Ctrl-C stops)."""
-    from streamdetect.stream.allocators import return_freed_memory
+    from streamdetect.stream.allocators import return_freed_memory, return_polars_freed_memory
 
-    return_freed_memory()  # before the state is built: the blocks allocated from here on are returned when freed
+    # Before polars is loaded and the state built: the blocks allocated from here on are returned when freed.
+    return_polars_freed_memory()
+    return_freed_memory()
     from streamdetect.io.cache import cache_dir
     from streamdetect.io.topology_file import load_topology
     from streamdetect.stream.metrics import WorkerMetrics
