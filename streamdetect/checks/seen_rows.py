@@ -218,7 +218,7 @@ class SeenRows:
         values)."""
         for name, dictionary in self.dictionaries.items():
             if not dictionary.dtype.is_float():
-                self._index.codes(self.dictionaries, name)
+                self._index.catch_up(self.dictionaries, name)
 
     def height(self, view: str) -> int:
         """Distinct rows present of ``view`` (0 before any)."""

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
+from unittest.mock import patch
 
+import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdetect.relational import dictionary as dictionary_module
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, encode, lookup
 
 values = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "Dan", "é", ""]))
@@ -25,9 +30,34 @@ batches = st.lists(
 )
 
 
+_hashes = dictionary_module._hashes
+
+
+def _few_hashes(column: pl.Series) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """Three hash values in all: most values share theirs with others."""
+    return _hashes(column) % np.uint64(3)
+
+
+@pytest.mark.parametrize(
+    ("merge_floor", "hashes"),
+    [(dictionary_module._MERGE_FLOOR, _hashes), (0, _hashes), (0, _few_hashes), (2, _few_hashes)],
+    ids=["a-mapping-only", "sorted-at-every-batch", "hashes-clash", "hashes-clash-some-recent"],
+)
 @settings(max_examples=150, deadline=None)
-@given(batches)
-def test_indexed_encoding_equals_joined_encoding(rows: list[list[tuple[object, object, object, object]]]) -> None:
+@given(rows=batches)
+def test_indexed_encoding_equals_joined_encoding(
+    rows: list[list[tuple[object, object, object, object]]], merge_floor: int, hashes: Any
+) -> None:
+    """Every way the index holds a value (sorted by hash, or among the values appended since), and values
+    whose hashes clash: the codes and dictionaries of the hash join."""
+    with (
+        patch.object(dictionary_module, "_MERGE_FLOOR", merge_floor),
+        patch.object(dictionary_module, "_hashes", hashes),
+    ):
+        _check_indexed_encoding(rows)
+
+
+def _check_indexed_encoding(rows: list[list[tuple[object, object, object, object]]]) -> None:
     schema = {"name": pl.String, "born": pl.Date, "score": pl.Int64, "at": pl.Datetime("us")}
     joined: Dictionaries = {}
     indexed: Dictionaries = {}
