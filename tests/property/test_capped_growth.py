@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,12 +63,11 @@ def test_kept_caps_follow_a_grown_frame() -> None:
     old = pl.DataFrame({"A": [0, 0, 1], "T": [1, 2, 1]}, schema={"A": pl.UInt32, "T": pl.UInt32})
     kept.put(old, "T", 2, cap_per_key(old, ["A"], 2))
     fresh = pl.DataFrame({"A": [0, 1, 2], "T": [3, 2, 1]}, schema={"A": pl.UInt32, "T": pl.UInt32})
-    new = pl.concat([old, fresh])
-    kept.grown(old, new, fresh)
+    new = kept.grown(old, fresh)
+    assert new.equals(pl.concat([old, fresh]))
     # Grown again before anyone asked: both batches of rows are carried.
     more = pl.DataFrame({"A": [2, 3], "T": [2, 1]}, schema={"A": pl.UInt32, "T": pl.UInt32})
-    newest = pl.concat([new, more])
-    kept.grown(new, newest, more)
+    newest = kept.grown(new, more)
     carried = kept.get(newest, "T", 2)
     assert carried is not None
     _assert_capped(carried, newest, "T", 2)
@@ -75,6 +75,32 @@ def test_kept_caps_follow_a_grown_frame() -> None:
     assert (0, 3) not in set(carried.rows())
     assert kept.get(newest, "T", 3) is None  # only the caps that were kept are carried
     assert kept.get(newest, "T", 2) is carried  # carried once, then kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(growth(), st.booleans())
+def test_a_frame_grown_from_its_codes_is_the_rows_appended_and_shares_their_memory(
+    case: tuple[pl.DataFrame, list[pl.DataFrame], list[str], int], coded: bool
+) -> None:
+    """A frame grown by batches (``KeptCaps.grown``) is the frames concatenated, the frames before unchanged;
+    once its codes were asked for (``coded``), every frame grown after is a view of its grown codes (one
+    copy of the rows, not two)."""
+    first, appended, _, _ = case
+    kept = KeptCaps()
+    frame, expected, before = first, first, []
+    if coded:
+        kept.codes(first)
+    for fresh in appended:
+        before.append((frame, frame.clone()))
+        frame = kept.grown(frame, fresh.select(reversed(fresh.columns)))  # columns in any order
+        expected = pl.concat([expected, fresh])
+        assert frame.equals(expected)
+        if coded and fresh.height:
+            relation = kept.codes(frame)
+            for column in frame.columns:
+                assert np.shares_memory(frame.get_column(column).to_numpy(), relation.column(column))
+    for then, copy in before:
+        assert then.equals(copy)
 
 
 @settings(max_examples=200, deadline=None)

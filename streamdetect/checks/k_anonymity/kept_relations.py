@@ -126,9 +126,7 @@ class KeptRelations:
             fresh = projected(rows.slice(covered), attributes, covered if holder else None, filters)
             if not holder:
                 fresh = self._unseen(fresh, before, attributes)
-            frame = pl.concat([before, fresh]) if fresh.height else before
-            if frame is not before:
-                self.caps.grown(before, frame, fresh)
+            frame = self.caps.grown(before, fresh)
         self._kept[key] = (rows.height, frame)
         marks = self._marks.setdefault(key, {})
         marks[rows.height] = frame.height
