@@ -61,6 +61,7 @@ from streamdetect.stream.state_log import (
     extend_segments,
     latest_chain,
     pack_entries,
+    packed_entries,
     snapshot_chunks,
     unpack_entries,
     whole_entries,
@@ -583,10 +584,16 @@ class DetectorService:
             link = {PIECE_PREFIX + name: piece for name, piece in self.pieces.items()}
             if self.last_snapshot is not None:
                 link[EXTENDS_KEY] = str(self.last_snapshot).encode()
-            # Many small pieces: packed as a record's entries are (measured: less memory kept after).
-            chunks = chunked(key, pack_entries(self._snapshot_meta() | link), self.max_bytes)
-            chunk_keys, size = list(chunks), sum(len(piece) for piece in chunks.values())
-            outcome.writes |= chunks
+            # Many small pieces: packed as a record's entries are (measured: less memory kept after), the
+            # pieces let go once packed, and the link's chunks cut as they are written, as a re-encoded
+            # state's are (a link is about COMPACT_BYTES: its chunks and their write held it twice more).
+            packed = packed_entries(self._snapshot_meta() | link)
+            del link
+            self.pieces = {}
+            snapshot = Chunks(key, [packed], self.max_bytes)
+            del packed
+            chunk_keys, size = snapshot.keys, snapshot.size
+            outcome.snapshots.append(snapshot)
         self.pieces = {}
         if reencoded:
             outcome.deletes, self.chain_keys, self.snapshot_bytes, self.links = self.log_keys, chunk_keys, size, 1

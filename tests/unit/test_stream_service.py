@@ -307,6 +307,8 @@ def test_snapshots_without_withdrawals_link_the_pieces_since_and_a_full_chain_is
     for number in range(200):
         name = "v1" if number % 2 else "v2"
         outcome = service.handle(*_record(name, views[name].slice(number % 6, 1), f"b{number}"), None)
+        # A snapshot, link or not, is cut as written: its chunks are not among the record's writes.
+        assert not any(key.startswith(SNAPSHOT_PREFIX) for key in outcome.writes)
         written = [key for key in outcome.written() if key.startswith(SNAPSHOT_PREFIX)]
         if written:
             (key,) = written
