@@ -48,6 +48,10 @@ def with_positions(
 ) -> pl.DataFrame:
     """``rows`` on ``attributes`` beside ``positions`` (a view holding none of them still has its PFs),
     without the rows holding a null in ``attributes`` or ``filters``."""
+    if not any(rows.get_column(a).null_count() for a in [*attributes, *filters]):
+        # No row left out: the columns taken as they are, no query (a micro-batch's holder relation is made
+        # for every set the batch grows, each query 0.1-0.4 ms).
+        return pl.DataFrame([*(rows.get_column(a) for a in attributes), positions])
     chosen = rows.select([*(pl.col(a) for a in [*attributes, *filters]), positions]).drop_nulls()
     return chosen.drop(list(filters)) if filters else chosen
 
