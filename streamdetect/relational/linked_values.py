@@ -43,8 +43,8 @@ V = TypeVar("V")
 _FRESH = "\0fresh"
 
 
-#: A frame grown by concatenation is made contiguous once it has more chunks (:meth:`KeptCaps.grown`).
-_MAX_CHUNKS = 16
+#: Chunks an append-only frame (a kept projection, a linked set) may have before it is made contiguous again.
+MAX_CHUNKS = 16
 
 #: An elimination run whose smallest relation has at most this many rows runs in numpy (code_arrays): a
 #: micro-batch's runs, whose polars queries cost more by their fixed cost than by their rows.
@@ -267,16 +267,15 @@ class KeptCaps:
         contiguous now and then (amortised O(1) per row)."""
         if not fresh.height:
             return old
-        fresh = fresh.select(old.columns)
+        if fresh.columns != old.columns:
+            fresh = fresh.select(old.columns)
         codes = self._codes.get(id(old))
         if codes is not None and codes[0]() is old and code_arrays.codes_only(fresh) and code_arrays.codes_only(old):
             relation = codes[1].grown(CodeRelation.from_frame(fresh))
             new = relation.to_frame()
             self._keep_codes(new, relation)
         else:
-            new = pl.concat([old, fresh], how="vertical", rechunk=False)
-            if new.n_chunks() > _MAX_CHUNKS:
-                new = new.rechunk()
+            new = appended(old, fresh)
         # Carried when next asked for (:meth:`get`): a view's batch grows its projections, and their capped
         # forms are read by the batches of the other views; a frame grown again before carries the rows.
         carried = [
@@ -284,15 +283,22 @@ class KeptCaps:
             for (ident, target, k), (ref, capped) in self._entries.items()
             if ident == id(old) and ref() is old
         ] + [
-            ((target, k), capped, [*appended, fresh])
-            for (ident, target, k), (ref, (capped, appended)) in self._pending.items()
+            ((target, k), capped, [*since, fresh])
+            for (ident, target, k), (ref, (capped, since)) in self._pending.items()
             if ident == id(old) and ref() is old
         ]
         if carried:
             self._pending = _alive(self._pending)
-        for (target, k), capped, appended in carried:
-            self._pending[(id(new), target, k)] = (weakref.ref(new), (capped, appended))
+        for (target, k), capped, since in carried:
+            self._pending[(id(new), target, k)] = (weakref.ref(new), (capped, since))
         return new
+
+
+def appended(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``rows`` appended. Appends fragment a frame; it is made contiguous now and then
+    (amortised O(1) per appended row)."""
+    grown = pl.concat([frame, rows], rechunk=False) if rows.height else frame
+    return grown.rechunk() if grown.n_chunks() > MAX_CHUNKS else grown
 
 
 def cap_grown(capped: pl.DataFrame, fresh: pl.DataFrame, target: str, k: int) -> pl.DataFrame:

@@ -4,7 +4,6 @@ to the producer's limit), the snapshots that replace them (compaction), and wher
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from streamdetect.model.codecs import (
     decode_document,
     document_parts,
     frame_from_ipc,
+    frame_to_ipc_view,
     made,
 )
 
@@ -80,10 +80,9 @@ def pack_entries(entries: Mapping[str, bytes]) -> bytes:
 def packed_entries(entries: Mapping[str, bytes]) -> memoryview:
     """:func:`pack_entries` as the writer's own buffer, not copied out of it (for a writer that cuts it into
     chunks: a snapshot's link)."""
-    frame = pl.DataFrame({"key": list(entries), "value": pl.Series(list(entries.values()), dtype=pl.Binary)})
-    buffer = io.BytesIO()
-    frame.write_ipc_stream(buffer)
-    return buffer.getbuffer()
+    return frame_to_ipc_view(
+        pl.DataFrame({"key": list(entries), "value": pl.Series(list(entries.values()), dtype=pl.Binary)})
+    )
 
 
 def unpack_entries(data: bytes) -> dict[str, bytes]:

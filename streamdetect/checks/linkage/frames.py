@@ -1,4 +1,4 @@
-"""Small operations on the code frames linkage tasks keep: appending, filtering by codes, and the
+"""Small operations on the code frames linkage tasks keep: filtering by codes, and the
 book-keeping of the codes a step saturated."""
 
 from __future__ import annotations
@@ -13,16 +13,6 @@ from streamdetect.checks.linkage.state import (
 )
 from streamdetect.relational import code_arrays, small_joins
 from streamdetect.relational.code_arrays import CodeRelation
-
-#: Chunks an append-only frame (linked set, projection) may have before it is made contiguous again.
-MAX_CHUNKS = 16
-
-
-def appended(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with ``rows`` appended. Appends fragment a frame; it is made contiguous now and then
-    (amortised O(1) per appended row)."""
-    grown = pl.concat([frame, rows], rechunk=False) if rows.height else frame
-    return grown.rechunk() if grown.n_chunks() > MAX_CHUNKS else grown
 
 
 def distinct_codes(rows: pl.DataFrame, keep: list[str]) -> pl.DataFrame:

@@ -10,7 +10,6 @@ import numpy as np
 import polars as pl
 
 from streamdetect.checks.linkage.frames import (
-    appended,
     same_reads,
 )
 from streamdetect.checks.linkage.state import (
@@ -24,6 +23,7 @@ from streamdetect.checks.linkage.state import (
     where,
 )
 from streamdetect.checks.linkage.tasks import LinkageTask, _Tasks
+from streamdetect.relational.linked_values import appended
 
 
 class _Saturation(_Tasks):

@@ -14,7 +14,6 @@ from streamdetect.checks.findings import Delta, LinkageFinding, diff
 from streamdetect.checks.linkage.arrivals import Arrivals, Step
 from streamdetect.checks.linkage.beyond import SearchProgress
 from streamdetect.checks.linkage.frames import (
-    appended,
     distinct_codes,
     having,
     record_codes,
@@ -33,7 +32,7 @@ from streamdetect.relational import channel_lattice as lattice
 from streamdetect.relational import code_arrays
 from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import CODE, decode
-from streamdetect.relational.linked_values import SharedWork, cap_per_key, linked_values
+from streamdetect.relational.linked_values import SharedWork, appended, cap_per_key, linked_values
 
 #: An update adding at least 1/BULK of the rows stored is a bulk load: it warms the caches (LinkageCheck.warm).
 BULK = 4
