@@ -6,6 +6,7 @@ association-cover check names projection facts by it), and codes never change on
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,9 @@ from streamdetect.model.codecs import as_frame
 from streamdetect.relational import code_arrays, small_joins
 from streamdetect.relational.code_arrays import CodeRelation
 from streamdetect.relational.dictionary import Dictionaries, ValueIndex, decode_frame, encode, lookup
+
+#: Presence marks (:meth:`SeenRows.presence`), unique across states: a mark is never given twice.
+_MARKS = itertools.count(1)
 
 
 def _with_positions(
@@ -69,6 +73,8 @@ class SeenRows:
     logged: dict[str, int] = field(default_factory=dict, compare=False)
     #: Positions whose count is zero, per view (none: every stored row is present).
     _absent: dict[str, int] = field(default_factory=dict, compare=False)
+    #: Per view, a mark given anew whenever a stored row stops or starts again being present (0: never).
+    _presence: dict[str, int] = field(default_factory=dict, compare=False)
     #: Value -> code per attribute (a cache of the dictionaries, for encoding batches in O(batch)).
     _index: ValueIndex = field(default_factory=ValueIndex, compare=False, repr=False)
 
@@ -109,6 +115,7 @@ class SeenRows:
             counts = counts.scatter(positions, before + known.get_column("\0n").cast(pl.Int64))
             if revived.len():
                 self._absent[view] = self._absent.get(view, 0) - revived.len()
+                self._presence[view] = next(_MARKS)
         new_rows = fresh.select(columns)
         self.rows[view] = new_rows if old is None else pl.concat([old, new_rows])
         self.counts[view] = pl.concat([counts, fresh.get_column("\0n").cast(pl.Int64)])
@@ -182,6 +189,8 @@ class SeenRows:
         self.counts[view] = self._counts(view).scatter(positions, after)
         gone = positions.filter(after == 0)
         self._absent[view] = self._absent.get(view, 0) + gone.len()
+        if gone.len():
+            self._presence[view] = next(_MARKS)
         self._log(view, positions, -matched.get_column("\0n").cast(pl.Int64))
         return self.rows[view].gather(gone), gone
 
@@ -193,6 +202,7 @@ class SeenRows:
         counts = counts.scatter(positions, counts.gather(positions) + summed.get_column("change"))
         self.counts[view] = counts
         self._absent[view] = int((counts == 0).sum())
+        self._presence[view] = next(_MARKS)
         self.logged[view] = self.logged.get(view, 0) + events.height
 
     def append_rows(self, view: str, frame: pl.DataFrame) -> None:
@@ -202,6 +212,8 @@ class SeenRows:
         self.rows[view] = frame if old is None else pl.concat([old, frame])
         self.counts[view] = pl.concat([counts, pl.Series("\0n", [0] * frame.height, dtype=pl.Int64)])
         self._absent[view] = self._absent.get(view, 0) + frame.height
+        if frame.height:
+            self._presence[view] = next(_MARKS)
 
     def take_events(self, view: str) -> pl.DataFrame | None:
         """The count events logged for ``view`` since the last call (None: none)."""
@@ -226,6 +238,18 @@ class SeenRows:
         if rows is None:
             return 0
         return rows.height - self._absent.get(view, 0)
+
+    def presence(self, view: str) -> int:
+        """A mark of which stored rows of ``view`` are present: the same mark, the same rows present among the
+        first so many stored (rows appended since are present); 0 while no row was ever withdrawn. Marks are
+        never given twice, so a kept computation from the present rows can be keyed by it."""
+        return self._presence.get(view, 0)
+
+    def is_present(self, view: str, positions: pl.Series) -> pl.Series:
+        """Whether each stored row at ``positions`` of ``view`` is present."""
+        if not self._absent.get(view):
+            return pl.Series([True] * positions.len(), dtype=pl.Boolean)
+        return self._counts(view).gather(positions) > 0
 
     def present(self, view: str) -> pl.DataFrame | None:
         """The distinct rows of ``view`` present now (None before any). O(1) until a row was withdrawn."""
@@ -274,4 +298,5 @@ class SeenRows:
             logged=dict(document.get("logged", {})),
         )
         seen._absent = {name: int((series == 0).sum()) for name, series in counts.items()}
+        seen._presence = {name: next(_MARKS) for name, absent in seen._absent.items() if absent}
         return seen

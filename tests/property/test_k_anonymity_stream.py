@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.k_anonymity import cover_index, held_values, join_search
-from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck
+from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.k_anonymity.cover_index import CoverIndex
 from streamdetect.checks.k_anonymity.kept_relations import PF
+from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.detector import Detector
 from streamdetect.model.batch import Batch
 from streamdetect.model.topology import CheckConfig, TableSchema, Topology, ViewDefinition
@@ -229,14 +230,21 @@ def test_a_subset_finds_a_cover_through_facts_that_join_nothing_over_all_the_vie
 
 
 def _sets_by_definition(
-    check: AssociationCoverCheck, rows: dict[str, pl.DataFrame], key: tuple[str, str, str, str]
+    check: AssociationCoverCheck, seen: SeenRows, key: tuple[str, str, str, str]
 ) -> dict[int, set[int]]:
     """Per position of the holder's stored rows, the target values of w(p): the join rows of all the
-    views (null never joins) whose holder row is p, without those holding a null identifier or sensitive
-    value of the pair."""
+    views' present rows (null never joins) whose holder row is p, without those holding a null identifier
+    or sensitive value of the pair."""
     holder, identifier, sensitive, target = key
     names = [view.name for view in check.views]
-    tables = [list(enumerate(rows[name].iter_rows(named=True))) for name in names]
+    tables = [
+        [
+            (position, row)
+            for position, row in enumerate(seen.rows[name].iter_rows(named=True))
+            if seen.is_present(name, pl.Series([position], dtype=pl.UInt32)).item()
+        ]
+        for name in names
+    ]
     found: dict[int, set[int]] = {}
     for combination in product(*tables):
         joined: dict[str, Any] = {}
@@ -283,18 +291,88 @@ def test_capped_sets_grown_by_batches_hold_what_the_definition_gives(case: dict[
     state = check.initialize()
     for part in range(cut):
         check.add(state, {name: frame.gather_every(cut, part) for name, frame in frames.items()})
-        released = check.released(state.seen)
-        for key, cap, _ in released._set_keys(state.seen):
-            expected = _sets_by_definition(released, state.seen.rows, key)
-            kept = state.sets.get(key)
-            held: dict[int, set[int]] = {}
-            if kept is not None:
-                for position, value in kept.select(PF, key[3]).iter_rows():
-                    held.setdefault(position, set()).add(value)
-            assert set(held) == set(expected), key
-            for position, values in expected.items():
-                if len(values) < cap:
-                    assert held[position] == values, (key, position)
-                else:
-                    assert len(held[position]) == cap, (key, position)
-                    assert held[position] <= values, (key, position)
+        _assert_sets_by_definition(check, state)
+
+
+def _assert_sets_by_definition(check: AssociationCoverCheck, state: AssociationCoverState) -> None:
+    """Every capped set of ``state`` holds what the definition gives over the rows present: a PF's set is
+    w(p)'s values when fewer than the cap, else ``cap`` of them; and what the state keeps of each set (the
+    values held per PF, :mod:`.held_values`) says the same."""
+    released = check.released(state.seen)
+    for key, cap, _ in released._set_keys(state.seen):
+        expected = _sets_by_definition(released, state.seen, key)
+        kept = state.sets.get(key)
+        held: dict[int, set[int]] = {}
+        if kept is not None:
+            for position, value in kept.select(PF, key[3]).iter_rows():
+                held.setdefault(position, set()).add(value)
+        assert set(held) == set(expected), key
+        for position, values in expected.items():
+            if len(values) < cap:
+                assert held[position] == values, (key, position)
+            else:
+                assert len(held[position]) == cap, (key, position)
+                assert held[position] <= values, (key, position)
+        if key in state.held:
+            counts = state.held[key].counts
+            assert all(counts[position] == len(values) for position, values in held.items()), key
+            assert int(counts.sum()) == sum(map(len, held.values())), key
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=publications(), rng=st.randoms(use_true_random=False))
+def test_capped_sets_after_withdrawals_hold_what_the_definition_gives(case: dict[str, Any], rng: random.Random) -> None:
+    """The capped sets after every batch of random additions and withdrawals (views emptied and refilled,
+    rows withdrawn and published again): a withdrawal takes its rows out where their joins reached
+    (:mod:`.withdrawals`) and leaves the other sets as they are, and every set still holds what the
+    definition gives over the rows present; so do the sets of every subset state the forcing-view search
+    keeps, each caught up with the rows gone and added since it was last asked (rows added and withdrawn
+    again in between among them)."""
+    topology = _topology(case)
+    detector = Detector(topology)
+    steps = random.Random(rng.random())
+    for added, withdrawn, _ in additions_and_withdrawals(case["rows"], steps):
+        with patch.object(join_search, "TARGETED_COVERS", 0):  # every subset asked keeps a state
+            detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
+        state = detector.states["k-anonymity"]
+        check = detector.checks["k-anonymity"].method.check
+        _assert_sets_by_definition(check, state)
+        if steps.random() < 0.3:  # the subsets not asked meanwhile keep their pending rows over batches
+            for subset in state.subsets.values():
+                subset.catch_up()
+                _assert_sets_by_definition(subset.check, subset.state)
+
+
+def test_a_subset_state_catches_up_with_rows_added_and_withdrawn_since_it_was_asked() -> None:
+    """A kept subset state not asked for two batches: the first adds rows to v0 and v1, the second withdraws
+    one of them and a row published before. Caught up, its sets are those of the rows present: the row
+    added and withdrawn meanwhile never joins, and the facts the older row reached lost it."""
+    case = {"views": {"v0": ("A", "B"), "v1": ("B", "C"), "v2": ("E",)}, "k": 2}
+    topology = _topology(case)
+    detector = Detector(topology)
+    first = {"v0": [{"A": 1, "B": 1}, {"A": 3, "B": 2}], "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 1}], "v2": [{"E": 0}]}
+    with patch.object(join_search, "TARGETED_COVERS", 0):  # every subset asked keeps a state
+        detector.update(Batch(views=_frames(case, first)))
+    state = detector.states["k-anonymity"]
+    method = detector.checks["k-anonymity"].method
+    kept = [subset for (views, _), subset in state.subsets.items() if views == {"v0", "v1"}]
+    assert kept
+    # The batches taken without a search (no subset asked): their rows wait in the subset states.
+    method.add(state, Batch(views=_frames(case, {"v0": [{"A": 2, "B": 1}], "v1": [{"B": 1, "C": 2}]})), None)
+    withdrawn = {"v0": [{"A": 2, "B": 1}], "v1": [{"B": 2, "C": 1}]}
+    method.add(state, Batch(retracted=_frames(case, withdrawn)), None)
+    assert kept[0].pending
+    assert kept[0].gone
+    for subset in kept:
+        subset.catch_up()
+        _assert_sets_by_definition(subset.check, subset.state)
+    _assert_sets_by_definition(method.check, state)
+    present = {
+        "v0": [{"A": 1, "B": 1}, {"A": 3, "B": 2}],
+        "v1": [{"B": 1, "C": 1}, {"B": 1, "C": 2}],
+        "v2": [{"E": 0}],
+    }
+    fresh = Detector(topology)
+    fresh.update(Batch(views=_frames(case, present)))
+    detector.states["k-anonymity"].findings = None
+    assert sorted(f.id for f in detector.findings()) == sorted(f.id for f in fresh.findings())

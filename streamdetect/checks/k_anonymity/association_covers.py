@@ -39,6 +39,7 @@ from streamdetect.checks.k_anonymity.functional_dependencies import effective_de
 from streamdetect.checks.k_anonymity.held_values import HeldValues
 from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, with_positions
 from streamdetect.checks.k_anonymity.repeated_projections import firsts_only
+from streamdetect.checks.k_anonymity.withdrawals import Gone, Withdrawal
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import Encoded, as_frame, document_parts, versioned_document
@@ -56,6 +57,15 @@ SetKey = tuple[str, str, str, str]
 #: What a batch added: per view, the rows that became present, their positions, and the work its runs
 #: did (for the states that share the rows).
 Grown = list[tuple[str, pl.DataFrame, pl.Series, SharedWork]]
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a batch changed of the rows: those gone per view (:data:`~.withdrawals.Gone`, taken out first)
+    and those that became present (:data:`Grown`)."""
+
+    gone: Gone
+    grown: Grown
 
 
 @dataclass
@@ -260,25 +270,30 @@ class AssociationCoverCheck:
         batch: Mapping[str, pl.DataFrame],
         progress: Progress | None = None,
         retracted: Mapping[str, pl.DataFrame] | None = None,
-    ) -> Grown | None:
+    ) -> Changes | None:
         """The work of :meth:`update` without the diff: for a caller that reads the result its own way. The
-        rows that became present per view with their positions (:meth:`grow`), or None when the sets were
-        recomputed.
+        rows gone and those that became present per view with their positions (:class:`Changes`), or None
+        when the sets were recomputed.
 
-        Withdrawals (``retracted``) are exact but not incremental: a withdrawn row can shrink T^v anywhere
-        its PFs reach, so when a row is no longer present every capped set is recomputed from the rows
-        present (the cost of a batch check). So is a batch that gives a view its first rows: the view
-        joins the views read (:meth:`released`), and T^v shrinks.
+        Withdrawals (``retracted``) are exact and incremental: the sets of the projection facts whose joins
+        a row gone was in are computed again (:mod:`.withdrawals`), the others stay. A batch that empties a
+        view, or gives a view its first rows, recomputes every set from the rows present (the cost of a
+        batch check): the view leaves or joins the views read (:meth:`released`), and T^v changes whole.
         """
         attributes = {view.name: list(view.attributes) for view in self.views}
         unknown = [name for name in batch if name not in attributes]
         if unknown:
             raise KeyError(f"unknown view {unknown[0]!r}")
-        withdrawn = [(name, frame) for name, frame in (retracted or {}).items() if frame.height]
-        gone = sum(state.seen.retract(name, frame, attributes[name])[0].height for name, frame in withdrawn)
-        # A view that gets its first rows joins T^v and shrinks it (non-monotone), like a withdrawal.
+        gone: Gone = []
+        for name, frame in (retracted or {}).items():
+            if frame.height:
+                rows, positions = state.seen.retract(name, frame, attributes[name])
+                if rows.height:
+                    gone.append((name, rows, positions))
+        emptied = any(not state.seen.height(name) for name, _, _ in gone)
+        # A view that gets its first rows joins T^v and shrinks it (non-monotone), like an emptied one.
         first = [name for name, frame in batch.items() if frame.height and not state.seen.height(name)]
-        if gone or first:
+        if emptied or first:
             for name, frame in batch.items():
                 state.seen.add(name, frame, attributes[name])
             state.sets = self.recompute(state.seen).sets
@@ -287,6 +302,8 @@ class AssociationCoverCheck:
                 progress(1, 1)
             return None
         active = self.released(state.seen)
+        if gone:
+            active.withdraw(state, gone)
         total = len(batch) * len(active.pairs) * len(active.views) * 2
         done = 0
         grown: Grown = []
@@ -295,7 +312,42 @@ class AssociationCoverCheck:
             shared = SharedWork(state.kept.caps)
             grown.append((name, new, positions, shared))
             done = active._grow_by(state, name, new, positions, shared, progress, (done, total))
-        return grown
+        return Changes(gone, grown)
+
+    def withdraw(self, state: AssociationCoverState, gone: Gone) -> None:
+        """Take the rows ``gone`` (no longer present in ``state.seen``, no view emptied) out of the sets: the
+        projection facts they reached get their sets from the rows present (:mod:`.withdrawals`), told to
+        the cover index as touched."""
+        withdrawal = Withdrawal(state.seen, state.kept, gone, SharedWork(state.kept.caps), state.plans)
+        changed = {name for name, _, _ in gone}
+        for key, cap, twin in self._set_keys(state.seen):
+            if twin is not None:
+                _share(state, key, twin)
+                continue
+            if key in state.borrowed:  # no longer its twin's set
+                state.borrowed.discard(key)
+                state.held.pop(key, None)
+            current = state.sets.get(key)
+            reads = self.reads(key)
+            if current is None or changed.isdisjoint(reads):
+                continue  # no join before, none now; or no view it reads lost rows
+            reached = withdrawal.reached(key, reads)
+            if not reached.size:
+                continue
+            found = withdrawal.recomputed(key, reads, reached, cap)
+            kept = current.filter(pl.Series(~np.isin(current.get_column(PF).to_numpy(), reached)))
+            grown = pl.concat([kept, found.select(current.columns)], how="vertical_relaxed")
+            state.sets[key] = grown.rechunk() if grown.n_chunks() > 16 else grown
+            held = state.held.get(key)
+            if held is not None:
+                held.extend(state.seen.rows[key[0]].height)
+                held.clear(reached)
+                positions = found.get_column(PF).to_numpy()
+                if held.values is None:
+                    held.count(positions)
+                else:
+                    held.merge(positions, found.get_column(key[3]).to_numpy())
+            state.touched.setdefault(key, []).append(pl.Series(PF, reached, dtype=pl.UInt32))
 
     def grow(self, state: AssociationCoverState, grown: Grown) -> None:
         """Grow a state that shares its rows (``seen``) with another by the rows :meth:`add` added there

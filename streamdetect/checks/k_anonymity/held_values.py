@@ -51,6 +51,12 @@ class HeldValues:
         if self.values is not None:
             self.values = padded(self.values, height, _EMPTY)
 
+    def clear(self, positions: np.ndarray[Any, Any]) -> None:
+        """Empty the sets of the PFs at ``positions`` (their sets computed again: :mod:`.withdrawals`)."""
+        self.counts[positions] = 0
+        if self.values is not None:
+            self.values[positions] = _EMPTY
+
     def merge(self, positions: np.ndarray[Any, Any], codes: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Take the distinct pairs (``positions[i]``, ``codes[i]``) into the sets: those a set does not hold
         yet, up to its cap (the first found first); return the indices of the pairs taken, ascending.

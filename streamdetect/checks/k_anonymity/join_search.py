@@ -24,6 +24,7 @@ from streamdetect.checks.findings import AssociationCoverFinding
 from streamdetect.checks.k_anonymity.association_covers import (
     AssociationCoverCheck,
     AssociationCoverState,
+    Changes,
     Grown,
     SetKey,
 )
@@ -31,6 +32,7 @@ from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, 
 from streamdetect.checks.k_anonymity.forcing_views import ForcingSearch, Settled
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
+from streamdetect.checks.k_anonymity.withdrawals import Gone
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
@@ -61,11 +63,12 @@ class Targeted:
     found: frozenset[CoverCodes]
 
 
-def _rows_of(views: Sequence[ViewDefinition], seen: SeenRows) -> tuple[tuple[int, int], ...]:
-    """Per view, the rows stored and those present (a subset's answers depend on nothing else: the same
-    rows, the same answer; a batch that withdraws rows recomputes the state and drops what was kept)."""
+def _rows_of(views: Sequence[ViewDefinition], seen: SeenRows) -> tuple[tuple[int, int, int], ...]:
+    """Per view, the rows stored, those present and the mark of which are (:meth:`SeenRows.presence`): a
+    subset's answers depend on nothing else (the same rows, the same answer)."""
     return tuple(
-        (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name)) for view in views
+        (seen.rows[view.name].height if view.name in seen.rows else 0, seen.height(view.name), seen.presence(view.name))
+        for view in views
     )
 
 
@@ -73,7 +76,7 @@ def _rows_of(views: Sequence[ViewDefinition], seen: SeenRows) -> tuple[tuple[int
 class Answers:
     """Per cover asked, whether a subset run for it alone found it, while its views have these rows."""
 
-    rows: tuple[tuple[int, int], ...]
+    rows: tuple[tuple[int, int, int], ...]
     found: set[CoverCodes] = field(default_factory=set)
     missed: set[CoverCodes] = field(default_factory=set)
 
@@ -87,7 +90,7 @@ class Search:
     (:mod:`.redundant_views`), and the findings."""
 
     version: int
-    rows: tuple[tuple[int, int], ...]
+    rows: tuple[tuple[int, int, int], ...]
     settled: Settled[CoverCodes]
     asked: Mapping[SubsetKey, int | Targeted | None]
     findings: list[AssociationCoverFinding]
@@ -104,6 +107,8 @@ class SubsetState:
     state: AssociationCoverState
     #: Per batch since the last catch-up, per view, the rows that became present and their positions.
     pending: list[tuple[str, pl.DataFrame, pl.Series]] = field(default_factory=list)
+    #: The rows gone since the last catch-up (:mod:`.withdrawals`).
+    gone: Gone = field(default_factory=list)
     #: Searches in a row that did not ask for it although its views had changed.
     idle: int = 0
 
@@ -119,22 +124,30 @@ class SubsetState:
         return self.state.index.version
 
     def catch_up(self) -> None:
-        """Grow the state by the rows pending, each view's rows in one delta (a delta join with the rows
+        """Take out the rows gone, against the rows present now (:mod:`.withdrawals`), then grow the state by
+        the rows pending that are still present, each view's rows in one delta (a delta join with the rows
         present now finds what the batches' joins would have, and the sets are capped unions)."""
+        seen = self.state.seen
+        if self.gone:
+            names = {view.name for view in self.check.views}
+            gone = [entry for entry in self.gone if entry[0] in names]
+            self.gone = []
+            if gone:
+                self.check.released(seen).withdraw(self.state, gone)
         if not self.pending:
             return
         by_view: dict[str, list[tuple[pl.DataFrame, pl.Series]]] = {}
         for name, new, positions in self.pending:
             by_view.setdefault(name, []).append((new, positions))
-        grown: Grown = [
-            (
-                name,
-                pl.concat([new for new, _ in parts]),
-                pl.concat([positions for _, positions in parts]),
-                SharedWork(self.state.kept.caps),
-            )
-            for name, parts in by_view.items()
-        ]
+        grown: Grown = []
+        for name, parts in by_view.items():
+            new = pl.concat([new for new, _ in parts])
+            positions = pl.concat([positions for _, positions in parts])
+            # Rows withdrawn since they came (and any that came back: once).
+            chosen = seen.is_present(name, positions) & positions.is_first_distinct()
+            if not chosen.all():
+                new, positions = new.filter(chosen), positions.filter(chosen)
+            grown.append((name, new, positions, SharedWork(self.state.kept.caps)))
         self.pending = []
         self.check.grow(self.state, grown)
 
@@ -152,16 +165,18 @@ class JoinSearch:
     reduce: bool = True
 
     @staticmethod
-    def grown(state: AssociationCoverState, grown: Grown | None) -> None:
-        """After the state took a batch: its kept subset states get the rows pending (``grown``), or, when
-        the sets were recomputed (None), are dropped with the kept answers (built again when asked for)."""
-        if grown is None:
+    def grown(state: AssociationCoverState, changes: Changes | None) -> None:
+        """After the state took a batch: its kept subset states get the rows gone and those grown, pending
+        (``changes``), or, when the sets were recomputed (None), are dropped with the kept answers (built
+        again when asked for)."""
+        if changes is None:
             state.subsets.clear()
             state.answers.clear()
-            state.search = None  # rows withdrawn: the rows' counts no longer tell what changed
+            state.search = None  # the sets were recomputed: the index is new
             return
         for subset in state.subsets.values():
-            subset.pending.extend((name, new, positions) for name, new, positions, _ in grown)
+            subset.gone.extend(changes.gone)
+            subset.pending.extend((name, new, positions) for name, new, positions, _ in changes.grown)
 
     def covers(self, state: AssociationCoverState) -> list[AssociationCoverFinding]:
         """Covers compared in dictionary codes: every subset run reuses the rows the state encoded. A

@@ -5,8 +5,9 @@ positions as projection facts when the view holds them). Rebuilt per batch, each
 query over the whole view, and a new frame each time, so nothing computed from it (distinct counts,
 capped forms, code arrays: :class:`~streamdetect.relational.linked_values.KeptCaps`) outlived the batch.
 Kept here, a projection is the same frame while its view does not change and grows by the view's new rows
-when it does (the capped forms kept of it carried forward, :meth:`KeptCaps.grown`). Only while every row
-of the view is present: with rows withdrawn, a projection is made from the rows present, as before.
+when it does (the capped forms kept of it carried forward, :meth:`KeptCaps.grown`). A withdrawal (or a row
+present again) makes it anew from the rows present, kept again from there: it is keyed by the view's
+presence mark (:meth:`SeenRows.presence`), and rows appended under one mark are all present.
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ class KeptRelations:
     subset states)."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, tuple[str, ...], bool, Filters], tuple[int, pl.DataFrame]] = {}
+        #: Per (view, attributes, holds the PFs, filters): the view's stored rows and presence mark it
+        #: covers, and the projection.
+        self._kept: dict[tuple[str, tuple[str, ...], bool, Filters], tuple[int, int, pl.DataFrame]] = {}
         #: Per kept relation, its height when the view had so many rows (its last ``MARKS`` growths).
         self._marks: dict[tuple[str, tuple[str, ...], bool, Filters], dict[int, int]] = {}
-        self._firsts: dict[tuple[str, tuple[str, ...], Filters], tuple[int, pl.DataFrame]] = {}
+        self._firsts: dict[tuple[str, tuple[str, ...], Filters], tuple[int, int, pl.DataFrame]] = {}
         self.caps = KeptCaps()
         #: Per question, the frames its last answer was computed from, and that answer (:meth:`remembered`).
         self._answers: dict[Hashable, tuple[tuple[pl.DataFrame, ...], Any]] = {}
@@ -85,25 +88,23 @@ class KeptRelations:
     def firsts(self, seen: SeenRows, view: str, attributes: list[str], filters: Filters = ()) -> pl.DataFrame:
         """Per distinct projection of ``view``'s present rows on ``attributes`` (rows with a null there or in
         ``filters`` left out), the first position that has it (the PF column): kept between batches and
-        grown by the view's new rows while every row is present."""
-        rows = seen.rows[view]
-        if seen.height(view) != rows.height:
-            present = seen.present(view)
-            assert present is not None
-            chosen = with_positions(present, attributes, seen.present_positions(view).alias(PF), filters)
-            return chosen.unique(subset=attributes, keep="first", maintain_order=True)
+        grown by the view's new rows under one presence mark, as :meth:`relation`."""
+        rows, mark = seen.rows[view], seen.presence(view)
         key = (view, tuple(attributes), filters)
         entry = self._firsts.get(key)
-        if entry is not None and entry[0] == rows.height:
-            return entry[1]
-        covered, before = (0, None) if entry is None or entry[0] > rows.height else entry
-        fresh = projected(rows.slice(covered), attributes, covered, filters).unique(
-            subset=attributes, keep="first", maintain_order=True
-        )
-        if before is not None:
+        if entry is not None and entry[0] == rows.height and entry[1] == mark:
+            return entry[2]
+        if entry is None or entry[1] != mark or entry[0] > rows.height:
+            chosen = _present(seen, view, attributes, True, filters)
+            frame = chosen.unique(subset=attributes, keep="first", maintain_order=True)
+        else:
+            covered, _, before = entry
+            fresh = projected(rows.slice(covered), attributes, covered, filters).unique(
+                subset=attributes, keep="first", maintain_order=True
+            )
             fresh = fresh.join(before, on=attributes, how="anti")
-        frame = fresh if before is None else (pl.concat([before, fresh]) if fresh.height else before)
-        self._firsts[key] = (rows.height, frame)
+            frame = pl.concat([before, fresh]) if fresh.height else before
+        self._firsts[key] = (rows.height, mark, frame)
         return frame
 
     def relation(
@@ -111,27 +112,23 @@ class KeptRelations:
     ) -> pl.DataFrame:
         """``view``'s present rows projected on ``attributes`` (with the PF column when ``holder``), without
         the rows holding a null in ``filters``."""
-        rows = seen.rows[view]
-        if seen.height(view) != rows.height:  # rows withdrawn: positions are not all present
-            present = seen.present(view)
-            assert present is not None
-            if not holder:
-                return projected(present, attributes, None, filters)
-            return with_positions(present, attributes, seen.present_positions(view).alias(PF), filters)
+        rows, mark = seen.rows[view], seen.presence(view)
         key = (view, tuple(attributes), holder, filters)
         entry = self._kept.get(key)
-        if entry is not None and entry[0] == rows.height:
-            return entry[1]
-        if entry is None or entry[0] > rows.height:
-            frame = projected(rows, attributes, 0 if holder else None, filters)
+        if entry is not None and entry[0] == rows.height and entry[1] == mark:
+            return entry[2]
+        if entry is None or entry[1] != mark or entry[0] > rows.height:
+            # First asked, or rows withdrawn (or present again) since: made from the rows present.
+            frame = _present(seen, view, attributes, holder, filters)
             self._marks[key] = {}
         else:
-            covered, before = entry
+            # Rows appended under the same mark, all present: the projection grows by theirs.
+            covered, _, before = entry
             fresh = projected(rows.slice(covered), attributes, covered if holder else None, filters)
             if not holder:
                 fresh = self._unseen(fresh, before, attributes)
             frame = self.caps.grown(before, fresh)
-        self._kept[key] = (rows.height, frame)
+        self._kept[key] = (rows.height, mark, frame)
         marks = self._marks.setdefault(key, {})
         marks[rows.height] = frame.height
         if len(marks) > MARKS:
@@ -154,16 +151,28 @@ class KeptRelations:
     ) -> pl.DataFrame:
         """The distinct projections (as :meth:`relation` without PFs) of ``view``'s rows ``new`` at
         ``positions`` that its rows before them did not have: the only rows of the view by which a join
-        on these attributes grows. When ``new`` are the view's last rows, all present, and the relation
-        was kept when the view had the rows before them, that is the kept relation's growth since (no
-        query); otherwise every distinct projection of ``new`` (a superset: the join finds nothing new by
-        the others)."""
+        on these attributes grows. When ``new`` are the view's last rows (appended, so present) and the
+        relation was kept when the view had the rows before them under the same presence mark, that is the
+        kept relation's growth since (no query); otherwise every distinct projection of ``new`` (a superset:
+        the join finds nothing new by the others)."""
         attributes, filters = projection
         rows = seen.rows[view]
         start = rows.height - positions.len()
-        if positions.len() and seen.height(view) == rows.height and positions.min() == start:
+        if positions.len() and positions.min() == start:
             frame = self.relation(seen, view, attributes, False, filters)
             mark = self._marks.get((view, tuple(attributes), False, filters), {}).get(start)
             if mark is not None:
                 return frame.slice(mark)
         return projected(new, attributes, None, filters)
+
+
+def _present(seen: SeenRows, view: str, attributes: list[str], holder: bool, filters: Filters) -> pl.DataFrame:
+    """``view``'s present rows projected as :meth:`KeptRelations.relation` keeps them."""
+    rows = seen.rows[view]
+    if seen.height(view) == rows.height:
+        return projected(rows, attributes, 0 if holder else None, filters)
+    present = seen.present(view)
+    assert present is not None
+    if not holder:
+        return projected(present, attributes, None, filters)
+    return with_positions(present, attributes, seen.present_positions(view).alias(PF), filters)
