@@ -376,3 +376,39 @@ def test_a_subset_state_catches_up_with_rows_added_and_withdrawn_since_it_was_as
     fresh.update(Batch(views=_frames(case, present)))
     detector.states["k-anonymity"].findings = None
     assert sorted(f.id for f in detector.findings()) == sorted(f.id for f in fresh.findings())
+
+
+def test_a_withdrawal_that_empties_no_view_recomputes_no_set() -> None:
+    """Rows withdrawn from views that keep rows are taken out where they reached (:mod:`.withdrawals`): no
+    set is computed again from every fact, and the findings are a fresh check's; the withdrawal that empties
+    a view recomputes (the view leaves T^v)."""
+    case = {"views": {"v0": ("A", "B"), "v1": ("B", "C"), "v2": ("E",)}, "k": 2}
+    topology = _topology(case)
+    present = {
+        "v0": [{"A": 1, "B": 1}, {"A": 2, "B": 1}, {"A": 3, "B": 2}],
+        "v1": [{"B": 1, "C": 1}, {"B": 2, "C": 1}, {"B": 2, "C": 2}],
+        "v2": [{"E": 0}, {"E": 1}],
+    }
+    detector = Detector(topology)
+    detector.update(Batch(views=_frames(case, present)))
+    recompute = AssociationCoverCheck.recompute
+    for withdrawn in ({"v1": [{"B": 2, "C": 2}]}, {"v2": [{"E": 1}], "v0": [{"A": 2, "B": 1}]}):
+        with patch.object(AssociationCoverCheck, "recompute", side_effect=AssertionError("every set recomputed")):
+            detector.update(Batch(retracted=_frames(case, withdrawn)))
+        for name, rows in withdrawn.items():
+            for row in rows:
+                present[name].remove(row)
+        fresh = Detector(topology)
+        fresh.update(Batch(views=_frames(case, present)))
+        assert sorted(f.id for f in detector.findings()) == sorted(f.id for f in fresh.findings())
+    # A = 1 and A = 3 each join C = 1 alone once (3, 2, 2) and (2, 1) are gone.
+    assert {(f.identifier_attribute, f.identifier_value, f.sensitive_values) for f in detector.findings()} >= {
+        ("A", 1, (1,)),
+        ("A", 3, (1,)),
+    }
+    calls: list[object] = []
+    with patch.object(
+        AssociationCoverCheck, "recompute", autospec=True, side_effect=lambda *a: calls.append(a) or recompute(*a)
+    ):
+        detector.update(Batch(retracted=_frames(case, {"v2": [{"E": 0}]})))
+    assert calls
