@@ -39,7 +39,7 @@ from streamdetect.checks.k_anonymity.functional_dependencies import effective_de
 from streamdetect.checks.k_anonymity.held_values import HeldValues
 from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, with_positions
 from streamdetect.checks.k_anonymity.repeated_projections import firsts_only
-from streamdetect.checks.k_anonymity.withdrawals import Gone, Withdrawal
+from streamdetect.checks.k_anonymity.withdrawals import Gone, Withdrawal, among
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.errors import UnsupportedCase
 from streamdetect.model.codecs import Encoded, as_frame, document_parts, versioned_document
@@ -335,7 +335,7 @@ class AssociationCoverCheck:
             if not reached.size:
                 continue
             found = withdrawal.recomputed(key, reads, reached, cap)
-            kept = current.filter(pl.Series(~np.isin(current.get_column(PF).to_numpy(), reached)))
+            kept = current.filter(pl.Series(~among(current.get_column(PF).to_numpy(), reached)))
             grown = pl.concat([kept, found.select(current.columns)], how="vertical_relaxed")
             state.sets[key] = grown.rechunk() if grown.n_chunks() > 16 else grown
             held = state.held.get(key)

@@ -119,8 +119,19 @@ class Withdrawal:
             relation = self.kept.relation(self.seen, name, attributes, name == holder, filters)
             if name == holder:
                 at = relation.get_column(PF).to_numpy()
-                relation = relation.filter(pl.Series(np.isin(at, reached)))
+                relation = relation.filter(pl.Series(among(at, reached)))
             relations[name] = relation
         sizes = tuple(relation.height.bit_length() // 2 for relation in relations.values())
         plan = self.plans.setdefault((key, "reached again", sizes), Plan())
         return linked_values(relations, PF, target, cap, self.shared, plan=plan)
+
+
+def among(positions: np.ndarray[Any, Any], chosen: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Whether each of ``positions`` is one of ``chosen`` (stored rows' positions, small integers): a lookup
+    in a mask, where ``np.isin`` sorted both (a set's tens of thousands of pairs per set and batch)."""
+    if not len(positions) or not len(chosen):
+        return np.zeros(len(positions), dtype=bool)
+    mask = np.zeros(max(int(positions.max()), int(chosen.max())) + 1, dtype=bool)
+    mask[chosen] = True
+    found: np.ndarray[Any, Any] = mask[positions]
+    return found
