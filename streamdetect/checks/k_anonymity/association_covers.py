@@ -46,7 +46,7 @@ from streamdetect.model.codecs import Encoded, as_frame, document_parts, version
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.relational import code_arrays
 from streamdetect.relational.dictionary import decode
-from streamdetect.relational.linked_values import Plan, SharedWork, cap_grown, in_memory, linked_values
+from streamdetect.relational.linked_values import Plan, SharedWork, appended, cap_grown, in_memory, linked_values
 
 Progress = Callable[[int, int], None]
 K = TypeVar("K", bound=Hashable)
@@ -336,8 +336,7 @@ class AssociationCoverCheck:
                 continue
             found = withdrawal.recomputed(key, reads, reached, cap)
             kept = current.filter(pl.Series(~among(current.get_column(PF).to_numpy(), reached)))
-            grown = pl.concat([kept, found.select(current.columns)], how="vertical_relaxed")
-            state.sets[key] = grown.rechunk() if grown.n_chunks() > 16 else grown
+            state.sets[key] = appended(kept, found.select(current.columns))
             held = state.held.get(key)
             if held is not None:
                 held.extend(state.seen.rows[key[0]].height)
@@ -461,9 +460,7 @@ class AssociationCoverCheck:
             return added
         taken = held.merge(found.get_column(PF).to_numpy(), found.get_column(target).to_numpy())
         added = found[taken] if len(taken) < found.height else found
-        if added.height:
-            grown = pl.concat([current, added])
-            state.sets[key] = grown.rechunk() if grown.n_chunks() > 16 else grown
+        state.sets[key] = appended(current, added)
         return added
 
     def filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
@@ -699,8 +696,7 @@ def _grown_sets(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: in
         added = _added(current, found, target, cap)
     if added.is_empty():
         return current, added
-    grown = pl.concat([current, added])
-    return (grown.rechunk() if grown.n_chunks() > 16 else grown), added
+    return appended(current, added), added
 
 
 def _added(current: pl.DataFrame, found: pl.DataFrame, target: str, cap: int) -> pl.DataFrame:
