@@ -350,7 +350,8 @@ def read_records_with_keys(
 ) -> list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]:
     """Every record of ``topic`` as (key, value, headers) from its beginning to its end as of now, in order
     within each partition (a consumer outside any group: it commits nothing and moves no one's offsets);
-    the other readers keep parts of these."""
+    the other readers keep parts of these. Gives up when no record comes for ``timeout_s``, however long
+    the whole read takes."""
     # Fetches as large as the largest record a streamdetect topic takes (a findings record can pass 1 MB).
     fetch = FINDINGS_MAX_BYTES + (1 << 20)
     consumer = kafka_client(
@@ -364,10 +365,14 @@ def read_records_with_keys(
         consumer.seek_to_beginning(*partitions)
         ends = consumer.end_offsets(partitions)
         records: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]] = []
-        deadline = time.monotonic() + timeout_s
+        stalled = _Stall(timeout_s)
         while any(consumer.position(tp) < ends[tp] for tp in partitions):
-            if time.monotonic() > deadline:
-                raise BrokerError(f"reading {topic} from {bootstrap} did not finish within {timeout_s:.0f} s")
+            at = sum(consumer.position(tp) for tp in partitions)
+            if stalled(at):
+                raise BrokerError(
+                    f"reading {topic} from {bootstrap} stalled: no record for {timeout_s:.0f} s, at offset "
+                    f"{at:,} of {sum(ends.values()):,}"
+                )
             for batch in consumer.poll(timeout_ms=500).values():
                 records.extend((record.key, record.value, list(record.headers or ())) for record in batch)
         return records
@@ -375,12 +380,30 @@ def read_records_with_keys(
         consumer.close()
 
 
+class _Stall:
+    """Whether a read has stalled: ``timeout_s`` without progress (a count that grows as records come).
+    A reader times out when the broker stops answering, not because the topic is long: a findings topic
+    can hold a hundred megabytes, read at the client's pace."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.progress = -1
+        self.since = time.monotonic()
+
+    def __call__(self, progress: int) -> bool:
+        now = time.monotonic()
+        if progress != self.progress:
+            self.progress, self.since = progress, now
+        return now - self.since > self.timeout_s
+
+
 def read_range(
     bootstrap: str, topic: str, partition: int, *, start: int, end: int, timeout_s: float = 60.0
 ) -> list[tuple[int, bytes | None, list[tuple[str, bytes]]]]:
     """The records of one partition from offset ``start`` up to ``end`` (excluded): (offset, value,
     headers), in order (a consumer outside any group: it commits nothing). Records the log no longer
-    holds (deleted by retention) are missing from the answer."""
+    holds (deleted by retention) are missing from the answer. Gives up when no record comes for
+    ``timeout_s``."""
     consumer = kafka_client(KafkaConsumer, bootstrap, enable_auto_commit=False)
     try:
         tp = TopicPartition(topic, partition)
@@ -388,11 +411,12 @@ def read_range(
         # From the first record the log still holds (retention may have deleted the ones before it).
         consumer.seek(tp, max(start, consumer.beginning_offsets([tp])[tp]))
         records: list[tuple[int, bytes | None, list[tuple[str, bytes]]]] = []
-        deadline = time.monotonic() + timeout_s
+        stalled = _Stall(timeout_s)
         while consumer.position(tp) < end:
-            if time.monotonic() > deadline:
+            if stalled(consumer.position(tp)):
                 raise BrokerError(
-                    f"reading {topic}[{partition}] from {bootstrap} did not finish within {timeout_s:.0f} s"
+                    f"reading {topic}[{partition}] from {bootstrap} stalled: no record for {timeout_s:.0f} s, "
+                    f"at offset {consumer.position(tp):,} of {end:,}"
                 )
             for batch in consumer.poll(timeout_ms=500).values():
                 records.extend(
