@@ -218,6 +218,10 @@ def _connect(uri: str, key: str, *, read_only: bool = True) -> psycopg.Connectio
     if read_only:
         connection.read_only = True
     connection.execute("SET datestyle = 'ISO'")
+    if connection.info.encoding == "ascii":
+        # A SQL_ASCII database (initdb's default under the C locale): psycopg returns its text, names in
+        # the catalogs included, as bytes. Read as UTF-8, which the server passes through unconverted.
+        connection.execute("SET client_encoding = 'UTF8'")
     return connection
 
 

@@ -238,3 +238,37 @@ def test_what_the_database_cannot_give_is_a_clear_error(
     extra = run([{"name": "stamped_view", "attributes": ["name", "job"], "source": postgres.uri}])
     assert extra.exit_code == 2
     assert "also has column(s) 'seen'" in extra.stderr
+
+
+def test_a_sql_ascii_database_is_read_as_text(postgres: LocalPostgres, pg_password: str, tmp_path: Path) -> None:
+    # initdb's default encoding under the C locale: psycopg hands its text over as bytes unless told.
+    import psycopg
+
+    postgres.execute(
+        "DROP DATABASE IF EXISTS legacy",
+        "CREATE DATABASE legacy ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0",
+    )
+    uri = postgres.uri.rsplit("/", 1)[0] + "/legacy"
+    with psycopg.connect(uri, password=PASSWORD, autocommit=True) as connection:
+        connection.execute("CREATE TABLE people (name text, zip char(5), disease text)")
+        connection.execute("INSERT INTO people VALUES ('Ann', '02135', 'Flu'), ('Bob', '02135', 'Cold')")
+    document = {
+        "table": {
+            "name": "People",
+            "attributes": ["Name", "Zip", "Disease"],
+            "identifiers": ["Name"],
+            "sensitive": ["Disease"],
+            "source": uri,
+        },
+        "views": [
+            {"name": "names", "sql": "SELECT name, zip FROM people"},
+            {"name": "diseases", "sql": "SELECT zip, disease FROM people"},
+        ],
+        "checks": {"linkage": {"k": 2}},
+    }
+    views, table = load_data(load_topology(_write(tmp_path, document)))
+    assert table is not None
+    assert sorted(table.get_column("Name").to_list()) == ["Ann", "Bob"]
+    assert views["names"].get_column("Zip").to_list() == ["02135", "02135"]
+    code, findings = _check(_write(tmp_path, document))
+    assert code == 0 and findings == []  # one ZIP code, two people, two diseases: nothing ties them
