@@ -256,7 +256,7 @@ def _write(  # noqa: PLR0917 -- private; the run passes its context
     k, t = _q(columns[key]), _q(columns[target])
     listed = ", ".join(_q(column) for column in columns.values())
     copied_columns = ", ".join("n.new" if column == columns[key] else f"r.{_q(column)}" for column in columns.values())
-    with psycopg.connect(uri, autocommit=False) as connection:
+    with postgres.as_text(psycopg.connect(uri, autocommit=False)) as connection:
         keys = sorted({str(row[0]) for row in connection.execute(f"SELECT {k} FROM {table}").fetchall()})
         values = [row[0] for row in connection.execute(f"SELECT DISTINCT {t} FROM {table}").fetchall()]
         began = time.monotonic()
@@ -283,10 +283,13 @@ def _write(  # noqa: PLR0917 -- private; the run passes its context
                 ),
                 (f"DELETE FROM {table} WHERE {k}::text = ANY(%s)", (gone,)),
             ]
+            before = done
             for statement, parameters in statements:
                 if parameters[0]:
                     done += connection.execute(statement, parameters).rowcount
             connection.commit()
+            if done == before:  # the keys drawn match no row: stop, never loop on
+                raise TopologyError(f"bench capture: {size} changes to {table} matched no row (keys {drawn[:3]!r}...)")
             if gone:
                 removed = set(gone)
                 keys = [key for key in keys if key not in removed]

@@ -218,9 +218,14 @@ def _connect(uri: str, key: str, *, read_only: bool = True) -> psycopg.Connectio
     if read_only:
         connection.read_only = True
     connection.execute("SET datestyle = 'ISO'")
+    return as_text(connection)
+
+
+def as_text(connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """``connection``, its text read as ``str``. A SQL_ASCII database (initdb's default under the C
+    locale) has psycopg return its text, names in the catalogs included, as bytes: read as UTF-8 there,
+    which the server passes through unconverted."""
     if connection.info.encoding == "ascii":
-        # A SQL_ASCII database (initdb's default under the C locale): psycopg returns its text, names in
-        # the catalogs included, as bytes. Read as UTF-8, which the server passes through unconverted.
         connection.execute("SET client_encoding = 'UTF8'")
     return connection
 

@@ -271,4 +271,6 @@ def test_a_sql_ascii_database_is_read_as_text(postgres: LocalPostgres, pg_passwo
     assert sorted(table.get_column("Name").to_list()) == ["Ann", "Bob"]
     assert views["names"].get_column("Zip").to_list() == ["02135", "02135"]
     code, findings = _check(_write(tmp_path, document))
-    assert code == 0 and findings == []  # one ZIP code, two people, two diseases: nothing ties them
+    # One ZIP code, two people, two diseases: nothing ties one to the other.
+    assert code == 0
+    assert findings == []
