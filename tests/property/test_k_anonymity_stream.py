@@ -80,6 +80,16 @@ def _logged_minimise(index: CoverIndex, values: Any) -> None:
             assert moved is None  # no log: the search compares the covers
     pairs = {(identifier, sensitive) for identifier, sensitive, _, _ in index.minimal}
     assert index.pairs() == pairs
+    # The minimal covers by their definition over the counts, each with every holder that gives it (the
+    # search tries a cover's holders first: stale holders can change which forcing set it settles on).
+    by_value: dict[tuple[str, str, int], list[frozenset[int]]] = {}
+    for identifier, sensitive, code, codes in index.counts:
+        by_value.setdefault((identifier, sensitive, code), []).append(codes)
+    assert index.minimal == {
+        cover: frozenset(holders)
+        for cover, holders in index.counts.items()
+        if holders and not any(other < cover[3] for other in by_value[cover[:3]])
+    }
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ whole; under arrivals only the projection facts a batch's joins reached can chan
 index keeps, per (holder, identifier, sensitive), what each projection fact gives (arrays by position, read
 from what the facts' sets hold: :mod:`.held_values`), per cover how many projection facts of each holder
 give it, and per identifier value its covers: a batch costs array lookups at the projection facts it
-touched, a count of those whose cover changed, and the minimality of their values. A withdrawal, or a
-view's first rows, rebuild it.
+touched (its joins reached, or its withdrawals: :mod:`.withdrawals`), a count of those whose cover
+changed, and the minimality of their values (at k = 2, where every cover has one value, of those covers
+alone). A view's first rows, or a view emptied, rebuild it (the sets are computed again).
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ class CoverIndex:
     givers: tuple[Giver, ...]
     gifts: dict[Giver, Gifts] = field(default_factory=dict)
     counts: dict[CoverCodes, dict[str, int]] = field(default_factory=dict)
+    #: Per identifier value, the sensitive codes of its covers (above k = 2).
     covers: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     minimal: dict[CoverCodes, frozenset[str]] = field(default_factory=dict)
-    #: Per identifier value, its covers in ``minimal``.
+    #: Per identifier value, its covers in ``minimal`` (above k = 2; at 2 every cover given is minimal).
     kept: dict[tuple[str, str, int], set[frozenset[int]]] = field(default_factory=dict)
     #: Changes whenever ``minimal`` does (a cover or its holders): equal versions, equal minimal covers.
     version: int = field(default_factory=lambda: next(_VERSIONS))
@@ -80,6 +82,8 @@ class CoverIndex:
     #: The last versions' changes: (version before, version after, the covers that entered ``minimal``,
     #: left it or changed holders), oldest first, at most :data:`LOGGED_VERSIONS` (:meth:`moved_since`).
     log: list[tuple[int, int, set[CoverCodes]]] = field(default_factory=list, repr=False)
+    #: One frozenset object per distinct row of sensitive codes (:meth:`_count`).
+    _interned: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -117,7 +121,7 @@ class CoverIndex:
         """Bring the index up to ``sets`` after a batch whose joins reached the projection facts
         ``touched`` (positions per giver; a superset of those whose sets grew): only the facts whose cover
         changed are counted again, by array lookups in what they hold (``held``, as for :meth:`build`)."""
-        values: set[tuple[str, str, int]] = set()
+        covers: set[CoverCodes] = set()
         for giver, reached in touched.items():
             found = self._held(sets, giver, held)
             if found is None:
@@ -137,9 +141,9 @@ class CoverIndex:
             # What the facts gave taken away and what they give added, in one count (net per cover).
             signs = np.repeat(np.array([-1, 1], dtype=np.int64), len(at))
             both = np.concatenate([gifts.ids[at], ids[changed]]), np.concatenate([gifts.values[at], rows[changed]])
-            values |= self._count(giver, *both, signs)
+            covers |= self._count(giver, *both, signs)
             gifts.ids[at], gifts.values[at] = ids[changed], rows[changed]
-        self._minimise(values)
+        self._minimise(covers)
 
     def moved_since(self, version: int) -> set[CoverCodes] | None:
         """The covers whose entry in ``minimal`` (present, absent, holders) may differ from what it was at
@@ -204,43 +208,88 @@ class CoverIndex:
 
     def _count(
         self, giver: Giver, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], signs: np.ndarray[Any, Any]
-    ) -> set[tuple[str, str, int]]:
+    ) -> set[CoverCodes]:
         """Add (``signs`` 1) or take away (-1) the covers the facts give (identifier codes ``ids``, sensitive
-        rows ``rows``; :data:`_NONE`: none), one net count per distinct cover; the identifier values whose
-        covers' counts changed."""
+        rows ``rows``; :data:`_NONE`: none), one net count per distinct cover; the covers whose counts
+        changed."""
         holder, identifier, sensitive = giver
-        values: set[tuple[str, str, int]] = set()
+        moved: set[CoverCodes] = set()
         giving = ids != _NONE
         if not giving.any():
-            return values
+            return moved
         keys = np.column_stack([ids[giving], rows[giving]])
         # One integer per distinct row (codes shifted past _NONE), then a 1-D unique: np.unique over rows
         # sorts a structured view, several times slower.
         packed = row_keys([column + 1 for column in keys.T])
         _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
         net = np.bincount(inverse.reshape(-1), weights=signs[giving], minlength=len(first)).astype(np.int64)
-        moved = np.flatnonzero(net)
-        for key, count in zip(keys[first[moved]].tolist(), net[moved].tolist(), strict=True):
-            code, codes = key[0], frozenset(c for c in key[1:] if c != _NONE)
-            cover = (identifier, sensitive, code, codes)
-            per_holder = self.counts.setdefault(cover, {})
+        changed = np.flatnonzero(net)
+        counts, interned = self.counts, self._interned
+        for key, count in zip(keys[first[changed]].tolist(), net[changed].tolist(), strict=True):
+            # The sensitive codes as one frozenset object per distinct row (few: a row per value at k = 2).
+            row = tuple(key[1:])
+            codes = interned.get(row)
+            if codes is None:
+                codes = interned[row] = frozenset(c for c in row if c != _NONE)
+            cover = (identifier, sensitive, key[0], codes)
+            per_holder = counts.get(cover)
+            if per_holder is None:
+                per_holder = counts[cover] = {}
             left = per_holder.get(holder, 0) + count
             if left:
                 per_holder[holder] = left
             else:
-                per_holder.pop(holder, None)
-            value = (identifier, sensitive, code)
-            if per_holder:
-                self.covers.setdefault(value, set()).add(codes)
-            else:
-                del self.counts[cover]
-                self.covers[value].discard(codes)
-            values.add(value)
-        return values
+                del per_holder[holder]
+                if not per_holder:
+                    del counts[cover]
+            moved.add(cover)
+        return moved
 
-    def _minimise(self, values: Iterable[tuple[str, str, int]]) -> None:
-        """The minimal covers of ``values`` again (a cover no smaller one of the same value contains)."""
+    def _minimise(self, changed: Iterable[CoverCodes]) -> None:
+        """The minimal covers again where covers' counts ``changed``: a cover no smaller one of the same
+        identifier value contains. At k = 2 every cover has one value, so every cover given is minimal and
+        only the changed ones are looked at; above, every cover of their identifier values."""
         moved: set[CoverCodes] = set()
+        if self.k == 2:
+            self._settle(changed, moved)
+        else:
+            self._minimise_values(changed, moved)
+        if moved:
+            before_version, self.version = self.version, next(_VERSIONS)
+            self.log.append((before_version, self.version, moved))
+            if len(self.log) > LOGGED_VERSIONS:
+                del self.log[: len(self.log) - LOGGED_VERSIONS]
+
+    def _settle(self, changed: Iterable[CoverCodes], moved: set[CoverCodes]) -> None:
+        """:meth:`_minimise` at k = 2: each changed cover is minimal while some holder gives it."""
+        counts, minimal, per_pair = self.counts, self.minimal, self.per_pair
+        for cover in changed:
+            per_holder = counts.get(cover)
+            before = minimal.get(cover)
+            if per_holder:
+                holders = frozenset(per_holder)
+                if before != holders:
+                    minimal[cover] = holders
+                    moved.add(cover)
+                    if before is None:
+                        pair = (cover[0], cover[1])
+                        per_pair[pair] = per_pair.get(pair, 0) + 1
+            elif before is not None:
+                del minimal[cover]
+                moved.add(cover)
+                pair = (cover[0], cover[1])
+                per_pair[pair] -= 1
+
+    def _minimise_values(self, changed: Iterable[CoverCodes], moved: set[CoverCodes]) -> None:
+        """:meth:`_minimise` above k = 2: the covers of each identifier value whose covers changed, again."""
+        values: set[tuple[str, str, int]] = set()
+        for cover in changed:
+            value = (cover[0], cover[1], cover[2])
+            if cover in self.counts:
+                self.covers.setdefault(value, set()).add(cover[3])
+            elif value in self.covers:
+                self.covers[value].discard(cover[3])
+            values.add(value)
         for value in values:
             identifier, sensitive, code = value
             before = {
@@ -261,11 +310,6 @@ class CoverIndex:
                 self.kept[value] = kept
             else:
                 self.covers.pop(value, None)
-        if moved:
-            before_version, self.version = self.version, next(_VERSIONS)
-            self.log.append((before_version, self.version, moved))
-            if len(self.log) > LOGGED_VERSIONS:
-                del self.log[: len(self.log) - LOGGED_VERSIONS]
 
 
 def _minimal(covers: set[frozenset[int]]) -> set[frozenset[int]]:
