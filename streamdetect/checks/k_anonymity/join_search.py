@@ -337,7 +337,7 @@ class _Asks:
             if not all(smaller & set(side) for side in self.releases(covers[0])):
                 continue  # it no longer releases the pair: nothing ties one to the other
             # Without its redundant views (irreducible); a kept state answers for every cover it has.
-            found |= self.answer(smaller, covers) & set(covers)
+            found |= _among(self.answer(smaller, covers), covers)
         return found | self.answer(subset, own) if own else found
 
     def answer(self, subset: frozenset[str], wanted: Collection[CoverCodes]) -> AbstractSet[CoverCodes]:
@@ -367,6 +367,14 @@ class _Asks:
         covers = kept.covers()
         self.asked[key] = kept.version
         return covers.keys()
+
+
+def _among(found: AbstractSet[CoverCodes], covers: Collection[CoverCodes]) -> set[CoverCodes]:
+    """The ``covers`` in ``found``, looking through the smaller of the two (a kept state answers with every
+    cover it has, thousands, for a few asked)."""
+    if len(covers) < len(found):
+        return {cover for cover in covers if cover in found}
+    return set(found).intersection(covers)
 
 
 def _unjoined(check: AssociationCoverCheck, state: AssociationCoverState, giver: Giver) -> np.ndarray[Any, Any]:
