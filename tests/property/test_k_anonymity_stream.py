@@ -64,11 +64,12 @@ def _frames(case: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict
 _minimise = CoverIndex._minimise
 
 
-def _logged_minimise(index: CoverIndex, values: Any) -> None:
-    """The index's minimisation, checked: every cover whose entry changed is in the log's last entry, and
-    the version moves exactly when some entry did (the search reads the log instead of the covers)."""
+def _logged_minimise(index: CoverIndex, changed: Any) -> None:
+    """The index's minimisation (after the covers ``changed`` were counted), checked: every cover whose entry
+    changed is in the log's last entry, and the version moves exactly when some entry did (the search reads
+    the log instead of the covers)."""
     before, version = dict(index.minimal), index.version
-    _minimise(index, values)
+    _minimise(index, changed)
     differ = {cover for cover in before.keys() | index.minimal.keys() if before.get(cover) != index.minimal.get(cover)}
     assert (index.version != version) == bool(differ)
     if differ:
