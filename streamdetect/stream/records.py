@@ -35,6 +35,7 @@ import polars as pl
 
 from streamdetect.errors import PredicateError
 from streamdetect.io.sources import DTYPES, ISO_DATE, row_condition
+from streamdetect.model.codecs import frame_to_ipc, frame_to_ipc_view
 from streamdetect.model.topology import Topology, ViewDefinition
 from streamdetect.stream.settings import DEFAULT_MAX_BYTES
 
@@ -115,9 +116,7 @@ class _Unreadable(Exception):
 def encode_publication(publication: Publication, form: Format = "arrow") -> tuple[bytes, list[tuple[str, bytes]]]:
     """The record value and headers of a publication."""
     if form == "arrow":
-        buffer = io.BytesIO()
-        publication.rows.write_ipc_stream(buffer)
-        value = buffer.getvalue()
+        value = frame_to_ipc(publication.rows)
     else:
         lines = (
             json.dumps(row, default=_json_default, separators=(",", ":"))
@@ -163,9 +162,8 @@ def universal_records(
     """Records of the universal-relation topic: a channel's tuples that ``publication`` added (Arrow IPC
     over the union schema, ``_channel`` and ``_level`` columns included), with the channel, its level and
     the batch and publication time that added them as headers; halved until each fits ``max_bytes``."""
-    buffer = io.BytesIO()
-    tuples.write_ipc_stream(buffer)
-    if buffer.tell() > max_bytes and tuples.height > 1:
+    value = frame_to_ipc_view(tuples)
+    if value.nbytes > max_bytes and tuples.height > 1:
         half = tuples.height // 2
         return [
             *universal_records(tuples.head(half), channel, level, publication, max_bytes),
@@ -179,7 +177,7 @@ def universal_records(
         (HEADER_PUBLISHED, publication.published.isoformat().encode()),
         (HEADER_CONTENT, CONTENT_TYPES["arrow"].encode()),
     ]
-    return [(buffer.getvalue(), headers)]
+    return [(bytes(value), headers)]
 
 
 def _json_default(value: object) -> str:
