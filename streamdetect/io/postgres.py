@@ -333,14 +333,36 @@ def _copy(
                     reported = buffer.tell()
                     progress(lines, total)
     except psycopg.Error as exc:
-        raise TopologyError(f"{key}: reading from the database failed: {_first_line(exc)}", file=shown(uri)) from None
+        raise TopologyError(
+            f"{key}: reading from the database failed: {_first_line(exc)}{_encoding_hint(connection, exc)}",
+            file=shown(uri),
+        ) from None
     if progress is not None:
         progress(lines, lines)
     schema = {attribute: column.dtype for attribute, column in zip(attributes, chosen, strict=True)}
     if not buffer.tell():
         return pl.DataFrame(schema=schema)
     buffer.seek(0)
-    return pl.read_csv(buffer, has_header=False, schema=schema)  # type: ignore[arg-type]
+    # COPY writes in the client encoding: UTF-8 but where the URI names another (a SQL_ASCII database whose
+    # bytes are LATIN1, say), which polars then decodes as Python does.
+    encoding = connection.info.encoding
+    return pl.read_csv(
+        buffer,
+        has_header=False,
+        schema=schema,  # type: ignore[arg-type]
+        encoding="utf8" if encoding == "utf-8" else encoding,
+    )
+
+
+def _encoding_hint(connection: psycopg.Connection[Any], error: Exception) -> str:
+    """How to read a SQL_ASCII database whose text is not UTF-8 (the server stores any bytes there and checks
+    them only against the client encoding)."""
+    if "invalid byte sequence" not in str(error) or connection.info.parameter_status("server_encoding") != "SQL_ASCII":
+        return ""
+    return (
+        " (the database is SQL_ASCII: it keeps text as bytes in no declared encoding, read here as UTF-8; "
+        "name the one its text is in on the URI, e.g. ?client_encoding=LATIN1)"
+    )
 
 
 def _quoted(name: str) -> str:

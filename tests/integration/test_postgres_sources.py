@@ -240,25 +240,15 @@ def test_what_the_database_cannot_give_is_a_clear_error(
     assert "also has column(s) 'seen'" in extra.stderr
 
 
-def test_a_sql_ascii_database_is_read_as_text(postgres: LocalPostgres, pg_password: str, tmp_path: Path) -> None:
-    # initdb's default encoding under the C locale: psycopg hands its text over as bytes unless told.
-    import psycopg
-
-    postgres.execute(
-        "DROP DATABASE IF EXISTS legacy",
-        "CREATE DATABASE legacy ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0",
-    )
-    uri = postgres.uri.rsplit("/", 1)[0] + "/legacy"
-    with psycopg.connect(uri, password=PASSWORD, autocommit=True) as connection:
-        connection.execute("CREATE TABLE people (name text, zip char(5), disease text)")
-        connection.execute("INSERT INTO people VALUES ('Ann', '02135', 'Flu'), ('Bob', '02135', 'Cold')")
-    document = {
+def _people(source: str) -> dict[str, Any]:
+    """A topology of a database's ``people`` table (name, zip, disease) and two views of it in SQL."""
+    return {
         "table": {
             "name": "People",
             "attributes": ["Name", "Zip", "Disease"],
             "identifiers": ["Name"],
             "sensitive": ["Disease"],
-            "source": uri,
+            "source": source,
         },
         "views": [
             {"name": "names", "sql": "SELECT name, zip FROM people"},
@@ -266,6 +256,28 @@ def test_a_sql_ascii_database_is_read_as_text(postgres: LocalPostgres, pg_passwo
         ],
         "checks": {"linkage": {"k": 2}},
     }
+
+
+def _sql_ascii_people(postgres: LocalPostgres, database: str, rows: str) -> str:
+    """A SQL_ASCII database (initdb's default under the C locale) of that name, its ``people`` table holding
+    ``rows`` (SQL values); its URI."""
+    import psycopg
+
+    postgres.execute(
+        f"DROP DATABASE IF EXISTS {database}",
+        f"CREATE DATABASE {database} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0",
+    )
+    uri = postgres.uri.rsplit("/", 1)[0] + "/" + database
+    with psycopg.connect(uri, password=PASSWORD, autocommit=True) as connection:
+        connection.execute("CREATE TABLE people (name text, zip char(5), disease text)")
+        connection.execute(f"INSERT INTO people VALUES {rows}")  # type: ignore[arg-type]  # a test's literal
+    return uri
+
+
+def test_a_sql_ascii_database_is_read_as_text(postgres: LocalPostgres, pg_password: str, tmp_path: Path) -> None:
+    # initdb's default encoding under the C locale: psycopg hands its text over as bytes unless told.
+    uri = _sql_ascii_people(postgres, "legacy", "('Ann', '02135', 'Flu'), ('Bob', '02135', 'Cold')")
+    document = _people(uri)
     views, table = load_data(load_topology(_write(tmp_path, document)))
     assert table is not None
     assert sorted(table.get_column("Name").to_list()) == ["Ann", "Bob"]
@@ -274,3 +286,31 @@ def test_a_sql_ascii_database_is_read_as_text(postgres: LocalPostgres, pg_passwo
     # One ZIP code, two people, two diseases: nothing ties one to the other.
     assert code == 0
     assert findings == []
+
+
+def test_a_sql_ascii_database_whose_text_is_not_utf8_is_read_in_the_encoding_its_uri_names(
+    postgres: LocalPostgres, pg_password: str, tmp_path: Path
+) -> None:
+    # SQL_ASCII keeps any bytes: here LATIN1's. Read as UTF-8 the server refuses them: exit 2 saying what to
+    # name; named on the URI, the rows come through COPY in LATIN1 and are decoded as such.
+    jose = "convert_from('\\x4a6f73e9'::bytea, 'SQL_ASCII')"  # "Jos" and LATIN1's e acute, 0xe9
+    uri = _sql_ascii_people(postgres, "latin", f"({jose}, '02135', 'Flu'), ('Bob', '02139', 'Cold')")
+    document = _people(uri)
+    refused = CliRunner().invoke(cli, ["check", str(_write(tmp_path, document))])
+    assert refused.exit_code == 2
+    assert 'invalid byte sequence for encoding "UTF8"' in refused.stderr
+    assert "?client_encoding=LATIN1" in refused.stderr
+    assert "Traceback" not in refused.output
+
+    document["table"]["source"] = uri + "?client_encoding=LATIN1"
+    views, table = load_data(load_topology(_write(tmp_path, document)))
+    assert table is not None
+    assert sorted(table.get_column("Name").to_list()) == ["Bob", "José"]
+    assert sorted(views["names"].get_column("Name").to_list()) == ["Bob", "José"]
+    code, findings = _check(_write(tmp_path, document))
+    # Two ZIP codes, one person each: the names tie each to a disease.
+    assert code == 1
+    assert sorted((f["identifier"]["value"], *f["sensitive"]["values"]) for f in findings) == [
+        ("Bob", "Cold"),
+        ("José", "Flu"),
+    ]
