@@ -135,6 +135,8 @@ class CapturedTable:
     dtypes: dict[str, pl.DataType]
     full_images: bool
     logical: bool
+    #: An attribute whose text is not UTF-8 (a SQL_ASCII database's bytes in another encoding), else None.
+    not_utf8: str | None = None
 
 
 def captured_table(uri: str, table: str, attributes: Sequence[str]) -> CapturedTable:
@@ -149,6 +151,7 @@ def captured_table(uri: str, table: str, attributes: Sequence[str]) -> CapturedT
             (oid,),
         ).fetchone()
         level = connection.execute("SHOW wal_level").fetchone()
+        not_utf8 = _not_utf8(connection, quoted, dict(zip(attributes, chosen, strict=True)))
     assert row is not None
     assert level is not None
     return CapturedTable(
@@ -158,7 +161,30 @@ def captured_table(uri: str, table: str, attributes: Sequence[str]) -> CapturedT
         dtypes={attribute: column.dtype for attribute, column in zip(attributes, chosen, strict=True) if column.dtype},
         full_images=row[2] == "f",
         logical=level[0] == "logical",
+        not_utf8=not_utf8,
     )
+
+
+def _not_utf8(connection: psycopg.Connection[Any], table: str, columns: dict[str, _Column]) -> str | None:
+    """In a SQL_ASCII database (which stores text as bytes in no declared encoding), the first attribute of
+    text type holding a value that is not UTF-8, checked in the server (the bytes decoded there, nothing
+    sent); None elsewhere: the server converts from the database's encoding."""
+    import psycopg  # noqa: PLC0415
+
+    if connection.info.parameter_status("server_encoding") != "SQL_ASCII":
+        return None
+    for attribute, column in columns.items():
+        if column.dtype != pl.String:
+            continue
+        name = _quoted(column.name)
+        try:
+            with connection.transaction():  # a savepoint: the read goes on after a refusal
+                connection.execute(
+                    f"SELECT 1 FROM {table} WHERE convert_from(textsend({name}::text), 'UTF8') IS NULL LIMIT 1"
+                )
+        except psycopg.DataError:
+            return attribute
+    return None
 
 
 def execute(uri: str, *statements: str) -> None:

@@ -100,6 +100,12 @@ def _problems(table: postgres.CapturedTable) -> list[str]:
             f"changes of {table.schema}.{table.name} would not carry the rows' old images: run ALTER TABLE "
             f"{table.schema}.{table.name} REPLICA IDENTITY FULL"
         )
+    if table.not_utf8 is not None:
+        problems.append(
+            f"{table.not_utf8} of {table.schema}.{table.name} holds text that is not UTF-8 (the database is "
+            "SQL_ASCII: bytes in no declared encoding); Debezium reads text as UTF-8 only and would retry its "
+            "snapshot without end: convert that text to UTF-8, or the database to the encoding it is in"
+        )
     return problems
 
 

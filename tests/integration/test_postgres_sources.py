@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from streamdetect.cli.main import cli
+from streamdetect.io.postgres import captured_table
 from streamdetect.io.sources import load_data
 from streamdetect.io.topology_file import load_topology
 from tests.integration.postgres_helpers import PASSWORD, LocalPostgres
@@ -314,3 +315,22 @@ def test_a_sql_ascii_database_whose_text_is_not_utf8_is_read_in_the_encoding_its
         ("Bob", "Cold"),
         ("José", "Flu"),
     ]
+
+
+def test_change_capture_refuses_a_sql_ascii_table_whose_text_is_not_utf8(
+    postgres: LocalPostgres, pg_password: str, tmp_path: Path
+) -> None:
+    # Debezium reads text as UTF-8 only: on LATIN1 bytes its snapshot fails and is retried without end while
+    # the connector says it runs. `connect start` (and `capture`) refuse such a table up front, naming the
+    # column; a SQL_ASCII table whose text is UTF-8 is taken.
+    jose = "convert_from('\\x4a6f73e9'::bytea, 'SQL_ASCII')"
+    uri = _sql_ascii_people(postgres, "latin_capture", f"('Bob', '02139', 'Cold'), ({jose}, '02135', 'Flu')")
+    path = _write(tmp_path, {**_people(uri + "?client_encoding=LATIN1"), "name": "latin"})
+    refused = CliRunner().invoke(cli, ["connect", "start", str(path)])
+    assert refused.exit_code == 2
+    assert "Name of public.people holds text that is not UTF-8" in refused.stderr
+    assert "Traceback" not in refused.output
+
+    jose = "convert_from('\\x4a6f73c3a9'::bytea, 'SQL_ASCII')"  # the same name in UTF-8
+    utf8 = _sql_ascii_people(postgres, "latin_capture", f"('Bob', '02139', 'Cold'), ({jose}, '02135', 'Flu')")
+    assert captured_table(utf8, "people", ["Name", "Zip", "Disease"]).not_utf8 is None
