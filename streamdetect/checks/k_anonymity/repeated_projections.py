@@ -74,7 +74,9 @@ def firsts_only(
         sources = sources.rename({PF: rep})
         if own:
             return others.join(sources.select(rep).unique(), on=rep, how="semi").select(PF, target)
-        return others.select(PF, rep).join(sources, on=rep).select(PF, target)
+        # A first's pair can be both kept and found again (a row withdrawn and published again in the batch,
+        # whose set a subset state's withdrawal took from the rows present): copied once.
+        return others.select(PF, rep).join(sources.unique(), on=rep).select(PF, target)
 
     return copied
 
