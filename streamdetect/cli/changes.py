@@ -30,16 +30,33 @@ def connect() -> None:
 @DATABASE
 @click.option("--port", type=click.IntRange(1, 65535), default=8083, show_default=True, help="Connect's REST port.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=180.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--retry-for",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds a retriable error (the database unreachable, a change it cannot send) is retried before the "
+    "connector fails and `capture` stops saying why.",
+)
 @fail_cleanly
-def connect_start(topology: Path, bootstrap: str, database: str | None, port: int, timeout: float) -> None:
+def connect_start(
+    topology: Path, bootstrap: str, database: str | None, port: int, timeout: float, retry_for: float
+) -> None:
     """Stream TOPOLOGY's table changes to Kafka: a snapshot first, then every committed change (needs
-    wal_level = logical and REPLICA IDENTITY FULL on the table; the password from PGPASSWORD or .pgpass)."""
+    wal_level = logical and REPLICA IDENTITY FULL on the table; the password from PGPASSWORD or .pgpass).
+    A worker already running is kept, its connector restarted if it failed."""
     from streamdetect.io.topology_file import load_topology
     from streamdetect.stream import connect as local
 
     model = load_topology(topology)
     started = local.start(
-        model, bootstrap, database=database, port=port, timeout_s=timeout, progress=lambda m: click.echo(m, err=True)
+        model,
+        bootstrap,
+        database=database,
+        port=port,
+        timeout_s=timeout,
+        retry_for_s=retry_for,
+        progress=lambda m: click.echo(m, err=True),
     )
     click.echo(
         f"Debezium running (pid {started.pid}, log {started.log}), changes on {started.topic}; stop it with: "
@@ -77,8 +94,10 @@ def connect_stop(topology: Path, database: str | None, forget: bool) -> None:
 @fail_cleanly
 def capture(topology: Path, bootstrap: str, database: str | None, loglevel: str) -> None:
     """Turn TOPOLOGY's table changes (from `streamdetect connect`) into the records of the table's and the
-    views' topics, exactly once; runs until interrupted."""
+    views' topics, exactly once; runs until interrupted, or exits 2 once it has translated every change
+    read when the connector `connect start` runs on this machine failed."""
     from streamdetect.io.topology_file import load_topology
+    from streamdetect.stream import connect as local
     from streamdetect.stream.capture import run_capture
 
     logging.basicConfig(level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
@@ -96,5 +115,13 @@ def capture(topology: Path, bootstrap: str, database: str | None, loglevel: str)
         nonlocal changes, records
         changes, records = changes + taken, records + sent
 
-    run_capture(load_topology(topology), bootstrap, database=database, stop=lambda: bool(stopping), report=report)
+    model = load_topology(topology)
+    run_capture(
+        model,
+        bootstrap,
+        database=database,
+        stop=lambda: bool(stopping),
+        report=report,
+        failure=lambda: local.failure(model),
+    )
     click.echo(f"stopped: {changes:,} changes translated into {records:,} records", err=True)

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 MAX_RUN = 5_000
 #: How long a poll waits for changes (milliseconds): the latency a quiet table adds.
 POLL_MS = 50
+#: How often, at most, a capture with nothing to read asks whether the connector still runs (seconds).
+WATCH_S = 2.0
 _PLAN = 1  # the version of the plan kept in the offset's metadata
 
 
@@ -117,10 +119,13 @@ def run_capture(
     max_run: int = MAX_RUN,
     stop: Callable[[], bool] = lambda: False,
     report: Callable[[int, int], None] | None = None,
+    failure: Callable[[], str | None] = lambda: None,
 ) -> None:
     """Translate the table's changes into the topics' records until ``stop()`` says so (or forever).
     ``report(changes, records)`` after each run. Raises :class:`~streamdetect.stream.changes.ChangeError`
-    when a change cannot be taken exactly."""
+    when a change cannot be taken exactly, and :class:`BrokerError` once every change read is translated
+    while ``failure()`` says why the connector stopped sending them (asked every :data:`WATCH_S` seconds
+    while there is nothing to read)."""
     capture = capture_of(topology, database)
     create_topics(topology, bootstrap)
     group = f"streamdetect-{topology.name}-capture"
@@ -146,12 +151,16 @@ def run_capture(
         progress = Progress.from_json(plan)
         pending_end: int | None = plan.get("end")
         log.info("capturing %s from offset %d into %d topics", capture.topic, start, len(capture.targets))
+        watched = time.monotonic()
         while not stop():
             if pending_end is not None:
                 changes, end = _read_until(consumer, partition, start, pending_end)
             else:
                 changes, end = _read_run(consumer, partition, start, max_run)
                 if end == start:
+                    if time.monotonic() - watched >= WATCH_S:
+                        watched = time.monotonic()
+                        _stop_on(failure())
                     continue
                 _commit(consumer, partition, start, progress, end)  # the plan, before any record is sent
             translated = capture.translator.translate(changes, progress)
@@ -164,6 +173,21 @@ def run_capture(
     finally:
         producer.close()
         consumer.close()
+
+
+def _stop_on(failed: str | None) -> None:
+    if failed is None:
+        return
+    fix = (
+        "Fix the cause; `streamdetect connect start` then restarts the connector, and `streamdetect capture` "
+        "started again goes on from where this one stopped"
+    )
+    if "invalid byte sequence" in failed:
+        fix = (
+            "The change stays in the write-ahead log, so a restarted connector meets it again: convert the "
+            "database's text to UTF-8 and start over (`streamdetect connect stop --forget`, new view topics)"
+        )
+    raise BrokerError(f"Debezium's connector failed, so no change comes after those translated: {failed}. {fix}")
 
 
 def _partition(consumer: KafkaConsumer, topic: str, stop: Callable[[], bool]) -> TopicPartition | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -90,7 +91,19 @@ tombstones.on.delete=false
 poll.interval.ms=20
 max.batch.size=8192
 max.queue.size=32768
+# A retriable error (the database unreachable, or a change the server cannot send, such as text that is
+# not UTF-8) restarts the task {retries} times in a row, {wait_ms} ms apart; then the task fails, where
+# Debezium's default retries without end while the connector reports running.
+errors.max.retries={retries}
+retriable.restart.connector.wait.ms={wait_ms}
 """
+
+#: How long Debezium retries a retriable error, in a row, before its task fails (``connect start
+#: --retry-for``): rides out a database restarted or briefly unreachable; a change it cannot send fails
+#: after it.
+RETRY_FOR_S = 300.0
+#: Debezium's wait between two of those retries (its default).
+RETRY_WAIT_S = 10.0
 
 #: Debezium says what it does (snapshot steps, positions) at INFO; Connect and Kafka's clients only warn.
 _DEBEZIUM_LOG = "logger.debezium.name = io.debezium\nlogger.debezium.level = INFO\n"
@@ -152,17 +165,22 @@ def start(
     database: str | None = None,
     port: int = DEFAULT_PORT,
     timeout_s: float = 180.0,
+    retry_for_s: float = RETRY_FOR_S,
     progress: Callable[[str], None] | None = None,
 ) -> Connect:
     """Start Kafka Connect with Debezium's connector on ``topology``'s table (in ``database``, else
     ``table.source``), writing its changes to the change topic; return once the connector's task runs. A
-    worker this function started for the topology and still running is returned as is.
+    worker this function started for the topology and still running is returned as is, its connector
+    restarted first if it failed. ``retry_for_s``: how long a retriable error is retried before the task
+    fails (:data:`RETRY_FOR_S`).
 
     Raises :class:`~streamdetect.errors.TopologyError` when the table's changes cannot be captured exactly
     (said with the fix), :class:`BrokerError` when Java or Maven is missing or the connector does not run
     within ``timeout_s`` (with its log's end)."""
     already = running(topology)
     if already is not None:
+        if _state(_status(already.port, _connector_name(topology))) == "FAILED":
+            _restart(topology, already, timeout_s, progress)
         return already
     capture = capture_of(topology, database)  # the table's changes can be captured exactly, or says why
     uri, table, topic = capture.uri, capture.table, capture.topic
@@ -170,10 +188,17 @@ def start(
     home = _home(topology)
     home.mkdir(parents=True, exist_ok=True)
     _create_change_topic(bootstrap, topic)
-    name = f"streamdetect-{_ILLEGAL.sub('-', topology.name.lower())}"
+    name = _connector_name(topology)
     (home / "worker.properties").write_text(_WORKER.format(bootstrap=bootstrap, offsets=home / "offsets", port=port))
     (home / "connector.properties").write_text(
-        _connector(name, uri, changes_prefix(topology), f"{table.schema}.{table.name}", slot_name(topology))
+        _connector(
+            name,
+            uri,
+            changes_prefix(topology),
+            f"{table.schema}.{table.name}",
+            slot_name(topology),
+            retry_for_s=retry_for_s,
+        )
     )
     (home / "log4j2.properties").write_text(log4j_properties(home / "connect.log", "WARN", _DEBEZIUM_LOG))
     if progress is not None:
@@ -214,6 +239,41 @@ def start(
     raise BrokerError(f"Debezium's connector did not run within {timeout_s:.0f} s: {tail(connect.log)}")
 
 
+def failure(topology: Topology) -> str | None:
+    """What made the connector :func:`start` runs for ``topology`` on this machine fail (its trace's first
+    line and root cause, and where Connect's log is), None while it runs, or when no worker of it runs here."""
+    connect = running(topology)
+    if connect is None:
+        return None
+    status = _status(connect.port, _connector_name(topology))
+    if status is None or _state(status) != "FAILED":
+        return None
+    return f"{_failure(status)} (Connect's log: {connect.log})"
+
+
+def _restart(topology: Topology, connect: Connect, timeout_s: float, progress: Callable[[str], None] | None) -> None:
+    """Restart the failed connector and its tasks of a running worker; wait until they run again."""
+    name = _connector_name(topology)
+    if progress is not None:
+        progress(f"Debezium's connector had failed ({_failure(_status(connect.port, name) or {})}): restarting it")
+    url = f"http://127.0.0.1:{connect.port}/connectors/{name}/restart?includeTasks=true&onlyFailed=true"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10):
+            pass
+    except (urllib.error.URLError, OSError) as error:
+        raise BrokerError(f"Kafka Connect did not restart the connector: {error}") from error
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _state(_status(connect.port, name)) == "RUNNING":
+            return
+        time.sleep(0.5)
+    raise BrokerError(f"Debezium's connector did not run again within {timeout_s:.0f} s: {tail(connect.log)}")
+
+
+def _connector_name(topology: Topology) -> str:
+    return f"streamdetect-{_ILLEGAL.sub('-', topology.name.lower())}"
+
+
 def stop(topology: Topology, *, forget: bool = False, database: str | None = None, timeout_s: float = 30.0) -> bool:
     """Stop the Connect worker of ``topology`` (SIGTERM, then SIGKILL after ``timeout_s``); False when none
     ran. ``forget``: also remove its offsets, and the replication slot and publication in the database, so
@@ -230,11 +290,12 @@ def stop(topology: Topology, *, forget: bool = False, database: str | None = Non
     return connect is not None
 
 
-def _connector(name: str, uri: str, prefix: str, table: str, slot: str) -> str:
+def _connector(name: str, uri: str, prefix: str, table: str, slot: str, *, retry_for_s: float) -> str:
     parts = urlsplit(uri)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     password = "database.password=${env:PGPASSWORD}\n" if os.environ.get("PGPASSWORD") else ""
     ssl = f"database.sslmode={query['sslmode']}\n" if "sslmode" in query else ""
+    wait_s = min(RETRY_WAIT_S, retry_for_s)
     return _CONNECTOR.format(
         name=name,
         host=parts.hostname or "localhost",
@@ -246,6 +307,8 @@ def _connector(name: str, uri: str, prefix: str, table: str, slot: str) -> str:
         prefix=prefix,
         table=table,
         slot=slot,
+        retries=max(1, math.ceil(retry_for_s / wait_s)),
+        wait_ms=round(wait_s * 1000),
     )
 
 
@@ -289,8 +352,16 @@ def _state(status: dict[str, Any] | None) -> str | None:
 
 
 def _failure(status: dict[str, Any]) -> str:
-    """The first lines of the failed parts' traces."""
+    """The failed parts' traces, each as its first line and its root cause (the last "Caused by", with the
+    server's "Where:" line after it)."""
     traces = [task.get("trace", "") for task in status.get("tasks", [])]
     traces.append(status.get("connector", {}).get("trace", ""))
-    lines = [line for trace in traces if trace for line in trace.splitlines()[:3]]
-    return " ".join(lines) or "(no trace)"
+    said = []
+    for trace in traces:
+        lines = [line.strip() for line in trace.splitlines() if line.strip()]
+        if not lines:
+            continue
+        causes = [i for i, line in enumerate(lines) if line.startswith("Caused by:")]
+        cause = lines[causes[-1] : causes[-1] + 2] if causes else []
+        said.append(" ".join([lines[0], *(line for line in cause if not line.startswith("at "))]))
+    return " ".join(said) or "(no trace)"

@@ -207,3 +207,72 @@ def test_killing_the_worker_the_capture_and_the_connector_loses_and_repeats_no_c
         _until_equal(path, kafka_bootstrap, workers[-1], capture, timeout_s=180)
     finally:
         capture.stop()
+
+
+def test_a_change_the_server_cannot_send_stops_the_capture_after_those_before_it(
+    postgres: LocalPostgres,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    workers: list[Worker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A SQL_ASCII database keeps any bytes; a row written with text that is not UTF-8 after the capture
+    # started cannot be decoded by the server for Debezium, whose default retries it without end while the
+    # connector reports running. With a finite --retry-for its task fails, and the capture, once it has
+    # translated every change before that one, exits 2 with the server's reason; `connect start` restarts
+    # the failed connector.
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    database = f"ascii{time.monotonic_ns() % 10**9}"
+    postgres.execute(f"CREATE DATABASE {database} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    uri = postgres.uri.rsplit("/", 1)[0] + "/" + database
+    with psycopg.connect(uri, password=PASSWORD, autocommit=True) as connection:
+        connection.execute("CREATE TABLE people (name text, zip text, disease text)")
+        connection.execute("ALTER TABLE people REPLICA IDENTITY FULL")
+        connection.execute("INSERT INTO people VALUES ('Bob', '02139', 'Cold'), ('Ann', '02135', 'Flu')")
+    document = {
+        "name": database,
+        "table": {
+            "name": "people",
+            "attributes": ["Name", "Zip", "Disease"],
+            "identifiers": ["Name"],
+            "sensitive": ["Disease"],
+            "source": uri + "?client_encoding=LATIN1",  # `check` reads the bytes as what they are
+        },
+        "views": [
+            {"name": "names", "sql": "SELECT name, zip FROM people"},
+            {"name": "diseases", "sql": "SELECT zip, disease FROM people"},
+        ],
+        "checks": {"linkage": {"k": 2}},
+    }
+    path = tmp_path / f"{database}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    port = str(broker.free_port())
+    start = ["connect", "start", str(path), "--bootstrap-servers", kafka_bootstrap, "--port", port, "--retry-for", "2"]
+    started = CliRunner().invoke(cli, start)
+    assert started.exit_code == 0, started.output
+    capture = Capture(path, kafka_bootstrap, tmp_path)
+    workers.append(Worker(path, kafka_bootstrap, tmp_path))
+    try:
+        _until_equal(path, kafka_bootstrap, workers[0], capture)  # the snapshot: Bob has Cold, Ann Flu
+        with psycopg.connect(uri, password=PASSWORD, autocommit=True) as connection:
+            connection.execute("INSERT INTO people VALUES ('Cat', '02139', 'Flu')")  # Bob no longer tied
+            expected = _checked(path)
+            jose = "convert_from('\\x4a6f73e9'::bytea, 'SQL_ASCII')"  # "Jos" and LATIN1's e acute
+            connection.execute(f"INSERT INTO people VALUES ({jose}, '02135', 'Cold')")  # type: ignore[arg-type]
+        assert capture.process.wait(timeout=120) == 2
+        said = capture.log.read_text()
+        assert "Debezium's connector failed" in said
+        assert 'invalid byte sequence for encoding "UTF8"' in said
+        assert "Traceback" not in said
+        # Every change before the one it could not send reached the findings.
+        deadline = time.monotonic() + 60
+        while _streamed(path, kafka_bootstrap) != expected and time.monotonic() < deadline:
+            time.sleep(1.0)
+        assert _streamed(path, kafka_bootstrap) == expected
+        assert len(expected) == 1  # Ann's disease; Bob's is no longer certain
+        restarted = CliRunner().invoke(cli, start)
+        assert restarted.exit_code == 0, restarted.output
+        assert "restarting it" in restarted.stderr
+    finally:
+        capture.stop()
+        local.stop(load_topology(path), forget=True)

@@ -1,0 +1,62 @@
+"""How a failed Debezium connector is bounded and told: the retry budget written into its configuration,
+the reason taken from Connect's status, and what `capture` says when it stops on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamdetect.stream import capture, connect
+from streamdetect.stream.broker import BrokerError
+
+TRACE = "\n".join(
+    [
+        "org.apache.kafka.connect.errors.ConnectException: An exception occurred in the change event producer. "
+        "This connector will be stopped.",
+        "\tat io.debezium.pipeline.ErrorHandler.setProducerThrowable(ErrorHandler.java:67)",
+        "Caused by: org.apache.kafka.connect.errors.RetriableException: An exception occurred in the change event "
+        "producer. This connector will be restarted.",
+        "\t... 10 more",
+        'Caused by: org.postgresql.util.PSQLException: ERROR: invalid byte sequence for encoding "UTF8": 0xe9',
+        '  Where: slot "streamdetect_t", output plugin "pgoutput", in the change callback, associated LSN 0/1D43B98',
+        "\tat org.postgresql.core.v3.QueryExecutorImpl.receiveErrorResponse(QueryExecutorImpl.java:2904)",
+        "\t... 10 more",
+    ]
+)
+
+
+def _settings(retry_for_s: float) -> dict[str, str]:
+    text = connect._connector("c", "postgresql://u@h:5/db", "p", "public.t", "s", retry_for_s=retry_for_s)
+    pairs = (line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return dict(pairs)
+
+
+@pytest.mark.parametrize(
+    ("retry_for_s", "retries", "wait_ms"), [(300.0, "30", "10000"), (2.0, "1", "2000"), (25.0, "3", "10000")]
+)
+def test_the_retry_budget_is_written_as_debeziums_retries_and_wait(
+    retry_for_s: float, retries: str, wait_ms: str
+) -> None:
+    settings = _settings(retry_for_s)
+    assert settings["errors.max.retries"] == retries  # never -1 (Debezium's default: without end)
+    assert settings["retriable.restart.connector.wait.ms"] == wait_ms
+
+
+def test_a_failure_is_told_by_its_first_line_and_its_root_cause() -> None:
+    status = {"connector": {"state": "RUNNING"}, "tasks": [{"id": 0, "state": "FAILED", "trace": TRACE}]}
+    assert connect._state(status) == "FAILED"
+    said = connect._failure(status)
+    assert said.startswith("org.apache.kafka.connect.errors.ConnectException: An exception occurred")
+    assert 'Caused by: org.postgresql.util.PSQLException: ERROR: invalid byte sequence for encoding "UTF8"' in said
+    assert 'Where: slot "streamdetect_t"' in said
+    assert "RetriableException" not in said  # the root cause only, not every wrapper
+    assert "ErrorHandler.java" not in said
+    assert "QueryExecutorImpl" not in said
+    assert connect._failure({"tasks": [{"state": "FAILED"}]}) == "(no trace)"
+
+
+def test_the_capture_stops_on_a_failed_connector_and_says_what_to_do() -> None:
+    capture._stop_on(None)  # running, or not watched: nothing to say
+    with pytest.raises(BrokerError, match=r"connect start` then restarts"):
+        capture._stop_on("ConnectException: the database is gone")
+    with pytest.raises(BrokerError, match=r"stays in the write-ahead log.*--forget"):
+        capture._stop_on('PSQLException: ERROR: invalid byte sequence for encoding "UTF8": 0xe9')
