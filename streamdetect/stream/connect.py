@@ -179,8 +179,9 @@ def start(
     within ``timeout_s`` (with its log's end)."""
     already = running(topology)
     if already is not None:
-        if _state(_status(already.port, _connector_name(topology))) == "FAILED":
-            _restart(topology, already, timeout_s, progress)
+        status = _status(already.port, _connector_name(topology))
+        if status is not None and _state(status) == "FAILED":
+            _restart(topology, already, status, timeout_s, progress)
         return already
     capture = capture_of(topology, database)  # the table's changes can be captured exactly, or says why
     uri, table, topic = capture.uri, capture.table, capture.topic
@@ -251,11 +252,18 @@ def failure(topology: Topology) -> str | None:
     return f"{_failure(status)} (Connect's log: {connect.log})"
 
 
-def _restart(topology: Topology, connect: Connect, timeout_s: float, progress: Callable[[str], None] | None) -> None:
-    """Restart the failed connector and its tasks of a running worker; wait until they run again."""
+def _restart(
+    topology: Topology,
+    connect: Connect,
+    status: dict[str, Any],
+    timeout_s: float,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Restart the failed connector (``status``: its status saying so) and its tasks of a running worker;
+    wait until they run again."""
     name = _connector_name(topology)
     if progress is not None:
-        progress(f"Debezium's connector had failed ({_failure(_status(connect.port, name) or {})}): restarting it")
+        progress(f"Debezium's connector had failed ({_failure(status)}): restarting it")
     url = f"http://127.0.0.1:{connect.port}/connectors/{name}/restart?includeTasks=true&onlyFailed=true"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10):
@@ -363,5 +371,5 @@ def _failure(status: dict[str, Any]) -> str:
             continue
         causes = [i for i, line in enumerate(lines) if line.startswith("Caused by:")]
         cause = lines[causes[-1] : causes[-1] + 2] if causes else []
-        said.append(" ".join([lines[0], *(line for line in cause if not line.startswith("at "))]))
+        said.append(" ".join([lines[0], *cause[:1], *(line for line in cause[1:] if line.startswith("Where:"))]))
     return " ".join(said) or "(no trace)"

@@ -52,6 +52,11 @@ def test_a_failure_is_told_by_its_first_line_and_its_root_cause() -> None:
     assert "ErrorHandler.java" not in said
     assert "QueryExecutorImpl" not in said
     assert connect._failure({"tasks": [{"state": "FAILED"}]}) == "(no trace)"
+    # A root cause followed by the elided frames and no server line: the cause alone.
+    elided = "ConnectException: stopped\nCaused by: java.io.EOFException: gone\n\t... 3 more"
+    assert connect._failure({"tasks": [{"state": "FAILED", "trace": elided}]}) == (
+        "ConnectException: stopped Caused by: java.io.EOFException: gone"
+    )
 
 
 def test_the_capture_stops_on_a_failed_connector_and_says_what_to_do() -> None:
