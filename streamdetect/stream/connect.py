@@ -104,6 +104,9 @@ retriable.restart.connector.wait.ms={wait_ms}
 RETRY_FOR_S = 300.0
 #: Debezium's wait between two of those retries (its default).
 RETRY_WAIT_S = 10.0
+#: After a restart is asked, how long a FAILED status may still be the one from before it (Connect shows
+#: another state once the restart begins): a connector FAILED after that has failed again.
+RESTART_GRACE_S = 10.0
 
 #: Debezium says what it does (snapshot steps, positions) at INFO; Connect and Kafka's clients only warn.
 _DEBEZIUM_LOG = "logger.debezium.name = io.debezium\nlogger.debezium.level = INFO\n"
@@ -220,24 +223,12 @@ def start(
         )
     (home / "running.json").write_text(json.dumps({"port": port, "pid": process.pid, "topic": topic}))
     connect = Connect(port, process.pid, home, topic)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise BrokerError(
-                f"Kafka Connect exited with code {process.returncode}: {tail(connect.log)} {tail(home / 'stdout.log')}"
-            )
-        status = _status(port, name)
-        state = _state(status)
-        if state == "RUNNING":
-            return connect
-        if state == "FAILED":
-            assert status is not None
-            trace = _failure(status)
-            stop(topology)
-            raise BrokerError(f"Debezium's connector failed: {trace}")
-        time.sleep(0.5)
-    stop(topology)
-    raise BrokerError(f"Debezium's connector did not run within {timeout_s:.0f} s: {tail(connect.log)}")
+    try:
+        _await_running(connect, name, timeout_s, process=process)
+    except BrokerError:
+        stop(topology)
+        raise
+    return connect
 
 
 def failure(topology: Topology) -> str | None:
@@ -270,12 +261,42 @@ def _restart(
             pass
     except (urllib.error.URLError, OSError) as error:
         raise BrokerError(f"Kafka Connect did not restart the connector: {error}") from error
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if _state(_status(connect.port, name)) == "RUNNING":
+    _await_running(connect, name, timeout_s, restarted=True)
+
+
+def _await_running(
+    connect: Connect,
+    name: str,
+    timeout_s: float,
+    *,
+    process: subprocess.Popen[bytes] | None = None,
+    restarted: bool = False,
+    grace_s: float = RESTART_GRACE_S,
+) -> None:
+    """Return once connector ``name`` and its tasks run; raise :class:`BrokerError` as soon as one fails
+    (with the failure), when the Connect ``process`` exits, or after ``timeout_s``. ``restarted``: a
+    restart of the failed connector was just asked, so a FAILED status is the one from before it until
+    Connect shows another state or ``grace_s`` pass; FAILED after that is a new failure."""
+    began = time.monotonic()
+    settled = not restarted
+    while time.monotonic() < began + timeout_s:
+        if process is not None and process.poll() is not None:
+            raise BrokerError(
+                f"Kafka Connect exited with code {process.returncode}: {tail(connect.log)} "
+                f"{tail(connect.home / 'stdout.log')}"
+            )
+        status = _status(connect.port, name)
+        state = _state(status)
+        if state == "RUNNING":
             return
+        if state == "FAILED" and (settled or time.monotonic() - began > grace_s):
+            assert status is not None
+            again = " again after its restart" if restarted else ""
+            raise BrokerError(f"Debezium's connector failed{again}: {_failure(status)} (Connect's log: {connect.log})")
+        settled = settled or state != "FAILED"
         time.sleep(0.5)
-    raise BrokerError(f"Debezium's connector did not run again within {timeout_s:.0f} s: {tail(connect.log)}")
+    again = " again" if restarted else ""
+    raise BrokerError(f"Debezium's connector did not run{again} within {timeout_s:.0f} s: {tail(connect.log)}")
 
 
 def _connector_name(topology: Topology) -> str:

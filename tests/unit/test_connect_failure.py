@@ -3,6 +3,8 @@ the reason taken from Connect's status, and what `capture` says when it stops on
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from streamdetect.stream import capture, connect
@@ -65,3 +67,50 @@ def test_the_capture_stops_on_a_failed_connector_and_says_what_to_do() -> None:
         capture._stop_on("ConnectException: the database is gone")
     with pytest.raises(BrokerError, match=r"stays in the write-ahead log.*--forget"):
         capture._stop_on('PSQLException: ERROR: invalid byte sequence for encoding "UTF8": 0xe9')
+
+
+def _statuses(monkeypatch: pytest.MonkeyPatch, states: list[str]) -> list[str]:
+    """Connect's status answers the task states ``states`` one poll after another (the last one then on),
+    with no wait between polls; the states left to answer."""
+    left = list(states)
+
+    def status(port: int, name: str) -> dict[str, object]:
+        state = left.pop(0) if len(left) > 1 else left[0]
+        return {"connector": {"state": "RUNNING"}, "tasks": [{"id": 0, "state": state, "trace": TRACE}]}
+
+    monkeypatch.setattr(connect, "_status", status)
+    monkeypatch.setattr(connect.time, "sleep", lambda seconds: None)
+    return left
+
+
+def _connect(tmp_path: Path) -> connect.Connect:
+    return connect.Connect(8083, 1, tmp_path, "changes")
+
+
+def test_a_restarted_connector_that_fails_again_is_told_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The failure before the restart, the restart begun, then a new failure: said at once, not as a timeout.
+    _statuses(monkeypatch, ["FAILED", "RESTARTING", "FAILED"])
+    with pytest.raises(BrokerError, match=r"failed again after its restart: .*invalid byte sequence"):
+        connect._await_running(_connect(tmp_path), "c", 60.0, restarted=True, grace_s=60.0)
+
+
+def test_a_restarted_connector_may_show_its_old_failure_before_it_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    left = _statuses(monkeypatch, ["FAILED", "FAILED", "RESTARTING", "RUNNING"])
+    connect._await_running(_connect(tmp_path), "c", 60.0, restarted=True, grace_s=60.0)
+    assert left == ["RUNNING"]
+    # Without a restart, FAILED is a failure at the first poll.
+    _statuses(monkeypatch, ["FAILED", "RUNNING"])
+    with pytest.raises(BrokerError, match=r"^Debezium's connector failed: "):
+        connect._await_running(_connect(tmp_path), "c", 60.0)
+
+
+def test_a_restart_that_never_begins_is_a_failure_after_the_grace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _statuses(monkeypatch, ["FAILED"])
+    with pytest.raises(BrokerError, match=r"failed again after its restart"):
+        connect._await_running(_connect(tmp_path), "c", 60.0, restarted=True, grace_s=0.0)
