@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
 import polars as pl
 
 from streamdetect.relational import code_arrays, small_joins
@@ -126,7 +127,7 @@ class SharedWork:
         self._frames: dict[int, pl.DataFrame] = {}
         self.distinct: dict[tuple[object, ...], int] = {}
         self.results: dict[tuple[object, ...], Any] = {}
-        self._subsets: dict[tuple[int, str], list[tuple[pl.Series, pl.DataFrame]]] = {}
+        self._subsets: dict[tuple[int, str], list[tuple[pl.Series | np.ndarray[Any, Any], pl.DataFrame]]] = {}
         self.kept = kept
 
     def identity(self, frame: object) -> int:
@@ -157,15 +158,22 @@ class SharedWork:
         return found
 
     def subset(
-        self, frame: pl.DataFrame, kind: str, selector: pl.Series, compute: Callable[[], pl.DataFrame]
+        self,
+        frame: pl.DataFrame,
+        kind: str,
+        selector: pl.Series | np.ndarray[Any, Any],
+        compute: Callable[[], pl.DataFrame],
     ) -> pl.DataFrame:
         """The subset of ``frame`` that ``selector`` picks, computed once per batch for equal selectors of one
         ``kind`` (a row mask, or the codes kept of one column: never compared with each other, as 0 equals
         False and equal codes of two columns pick different rows): tasks that restrict one relation alike
-        then share the joins after it."""
+        then share the joins after it. One kind's selectors are all polars series or all numpy arrays."""
         entries = self._subsets.setdefault((self.identity(frame), kind), [])
         for known, result in entries:
-            if known.equals(selector, check_dtypes=True):
+            if isinstance(selector, np.ndarray):
+                if np.array_equal(known, selector):
+                    return result
+            elif known.equals(selector, check_dtypes=True):  # type: ignore[union-attr]
                 return result
         result = compute()
         if result.height == frame.height:

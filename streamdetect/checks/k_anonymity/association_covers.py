@@ -739,10 +739,13 @@ def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared
     open_rows = filled[at] < cap
     if open_rows.all():
         return relation
-    selector = pl.Series(open_rows)
     if code_arrays.codes_only(relation):
         # The rows taken from the relation's codes in numpy (kept with a kept relation, sharing its memory):
         # a polars filter of the holder's tens of thousands of rows took 0.3-0.6 ms per set and batch.
-        rows = np.flatnonzero(open_rows)
-        return shared.subset(relation, f"open {cap}", selector, lambda: shared.codes(relation).take(rows).to_frame())
-    return shared.subset(relation, f"open {cap}", selector, partial(relation.filter, selector))
+        return shared.subset(
+            relation,
+            f"open {cap}",
+            open_rows,
+            lambda: shared.codes(relation).take(np.flatnonzero(open_rows)).to_frame(),
+        )
+    return shared.subset(relation, f"open {cap}", open_rows, lambda: relation.filter(pl.Series(open_rows)))
