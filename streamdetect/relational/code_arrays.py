@@ -115,13 +115,13 @@ class CodeRelation:
         return flagged if flagged is not None else int(np.unique(row_keys([self.column(c) for c in on])).size)
 
 
-def codes_only(frame: pl.DataFrame) -> bool:
-    """Whether every column of ``frame`` holds codes (``UInt32``) and no nulls: what this module takes."""
+def codes_only(frame: pl.DataFrame, columns: Sequence[str] | None = None) -> bool:
+    """Whether every column of ``frame`` (or those named) holds codes (``UInt32``) and no nulls: what this
+    module takes."""
     # A series knows its null count: no query (a frame's null_count() is one, ~30 us, and this is asked
     # for every relation of every elimination run).
-    return all(dtype == _CODE for dtype in frame.dtypes) and not any(
-        column.null_count() for column in frame.iter_columns()
-    )
+    chosen = frame.iter_columns() if columns is None else (frame.get_column(c) for c in columns)
+    return all(column.dtype == _CODE and not column.null_count() for column in chosen)
 
 
 def row_keys(arrays: Sequence[Codes]) -> npt.NDArray[np.uint64]:

@@ -21,7 +21,6 @@ import polars as pl
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.relational import code_arrays
 from streamdetect.relational.code_arrays import CodeRelation
-from streamdetect.relational.dictionary import CODE
 from streamdetect.relational.linked_values import CODE_ARRAYS_ROWS, KeptCaps
 
 T = TypeVar("T")
@@ -40,13 +39,13 @@ def projected(rows: pl.DataFrame, attributes: list[str], start: int | None, filt
     joins); with the rows' positions from ``start`` as the PF column when given (the rows are then
     distinct), distinct otherwise."""
     if start is None:
-        if attributes and rows.height <= CODE_ARRAYS_ROWS and _codes_without_nulls(rows, [*attributes, *filters]):
+        if attributes and rows.height <= CODE_ARRAYS_ROWS and code_arrays.codes_only(rows, [*attributes, *filters]):
             # A batch's few rows deduplicated in numpy: a polars query's fixed cost was most of the time
             # (about 1 ms per kept projection and batch on BP).
-            columns = [rows.get_column(a) for a in attributes]
-            relation = CodeRelation(attributes, [column.to_numpy() for column in columns], rows.height)
+            frame = pl.DataFrame([rows.get_column(a) for a in attributes])  # the columns as they are: no query
+            relation = CodeRelation.from_frame(frame)
             distinct = code_arrays.unique(relation)
-            return pl.DataFrame(columns) if distinct is relation else distinct.to_frame()
+            return frame if distinct is relation else distinct.to_frame()
         return rows.select([*attributes, *filters]).drop_nulls().select(attributes).unique()
     positions = pl.int_range(start, start + rows.height, dtype=pl.UInt32, eager=True).alias(PF)
     return with_positions(rows, attributes, positions, filters)
@@ -63,11 +62,6 @@ def with_positions(
         return pl.DataFrame([*(rows.get_column(a) for a in attributes), positions])
     chosen = rows.select([*(pl.col(a) for a in [*attributes, *filters]), positions]).drop_nulls()
     return chosen.drop(list(filters)) if filters else chosen
-
-
-def _codes_without_nulls(rows: pl.DataFrame, columns: list[str]) -> bool:
-    """Whether ``columns`` of ``rows`` all hold dictionary codes and no null."""
-    return all(rows.schema[c] == CODE and not rows.get_column(c).null_count() for c in columns)
 
 
 class KeptRelations:

@@ -74,7 +74,7 @@ def firsts_only(
         reps = others.get_column(rep)
         current = state.sets.get(key)
         parts = [] if current is None else [current.filter(pl.col(PF).is_in(reps))]
-        parts.append(found.filter(pl.col(PF).is_in(reps)).select(found.columns if current is None else current.columns))
+        parts.append(found.filter(pl.col(PF).is_in(reps)))
         sources = pl.concat(parts, how="vertical_relaxed").rename({PF: rep})
         if own:
             return others.join(sources.select(rep).unique(), on=rep, how="semi").select(PF, target)
