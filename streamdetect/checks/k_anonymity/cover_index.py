@@ -164,11 +164,21 @@ class CoverIndex:
         """Per giver, the positions of the projection facts that give a cover of one of the identifier
         values ``codes`` (per (identifier, sensitive) pair)."""
         found = {}
+        flags: dict[tuple[str, str], np.ndarray[Any, Any]] = {}
         for giver, gifts in self.gifts.items():
-            wanted = codes.get((giver[1], giver[2]))
-            if wanted:
+            pair = (giver[1], giver[2])
+            wanted = codes.get(pair)
+            if not wanted or not len(gifts.ids):
+                continue
+            if pair not in flags:
+                # A flag per code (and one for _NONE, the last): one gather per giver, where np.isin sorted
+                # both sides.
                 chosen = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
-                found[giver] = np.flatnonzero(np.isin(gifts.ids, chosen))
+                flags[pair] = np.zeros(int(chosen.max()) + 2, dtype=bool)
+                flags[pair][chosen] = True
+            flagged = flags[pair]
+            ids = np.minimum(gifts.ids, len(flagged) - 1)  # codes past the wanted ones read the last flag
+            found[giver] = np.flatnonzero(flagged[ids])
         return found
 
     def _held(

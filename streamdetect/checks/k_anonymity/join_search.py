@@ -32,9 +32,10 @@ from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, 
 from streamdetect.checks.k_anonymity.forcing_views import ForcingSearch, Settled
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
-from streamdetect.checks.k_anonymity.withdrawals import Gone
+from streamdetect.checks.k_anonymity.withdrawals import Gone, among
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.relational import code_arrays
 from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
 
 #: Searches in a row that may leave a subset's state unasked, its views changed, before it is dropped (its
@@ -404,14 +405,27 @@ def _covers_given_by(
         if holder not in names or (identifier, sensitive) not in active.pairs or not len(positions) or not wanted:
             continue
         giver = (holder, identifier, sensitive)
-        ids = _given_sets(active, state, giver, identifier, pl.Series(PF, positions, dtype=pl.UInt32), shared)
-        single = ids.filter(pl.len().over(PF) == 1).filter(pl.col(identifier).is_in(list(wanted)))
+        ids = _given_sets(active, state, giver, identifier, positions, shared)
+        single = _single_of(ids, identifier, wanted)
         if single.is_empty():
             continue
         givers.append(giver)
         sets[(*giver, identifier)] = single
-        sets[(*giver, sensitive)] = _given_sets(active, state, giver, sensitive, single.get_column(PF), shared)
+        chosen = single.get_column(PF).to_numpy()
+        sets[(*giver, sensitive)] = _given_sets(active, state, giver, sensitive, chosen, shared)
     return CoverIndex.build(sets, givers, narrower.k, PF).minimal
+
+
+def _single_of(ids: pl.DataFrame, identifier: str, wanted: Collection[int]) -> pl.DataFrame:
+    """The pairs (PF, identifier code) of ``ids`` (capped sets) whose fact's set is that one value, one of
+    ``wanted``: counted in numpy (two polars queries, a window among them, cost a run 1 ms per giver)."""
+    if not ids.height:
+        return ids
+    facts = ids.get_column(PF).to_numpy()
+    _, inverse, counts = np.unique(facts, return_inverse=True, return_counts=True)
+    values = ids.get_column(identifier).to_numpy()
+    keep = (counts[inverse] == 1) & np.isin(values, np.fromiter(wanted, dtype=values.dtype, count=len(wanted)))
+    return ids if keep.all() else ids.filter(pl.Series(keep))
 
 
 def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole context
@@ -419,21 +433,32 @@ def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole 
     state: AssociationCoverState,
     giver: Giver,
     target: str,
-    chosen: pl.Series,
+    chosen: np.ndarray[Any, Any],
     shared: SharedWork,
 ) -> pl.DataFrame:
-    """The capped ``target`` sets over ``check``'s views of the giver's projection facts at ``chosen``."""
+    """The capped ``target`` sets over ``check``'s views of the giver's projection facts at ``chosen``
+    (positions)."""
     holder, identifier, _ = giver
     relations = {}
     for name, (attributes, filters) in check.reads((*giver, target)).items():
         relation = state.kept.relation(state.seen, name, attributes, name == holder, filters)
-        relations[name] = relation.join(chosen.to_frame(PF), on=PF, how="semi") if name == holder else relation
+        relations[name] = _facts_at(relation, chosen, state) if name == holder else relation
     # The elimination order kept per (set, subset, size classes), as the delta joins keep theirs: a subset is
     # run for some covers alone batch after batch, and estimating the order again cost an eighth of a run.
     sizes = tuple(frame.height.bit_length() // 2 for frame in relations.values())
     subset = "targeted " + ",".join(relations)
     plan = state.plans.setdefault(((*giver, target), subset, sizes), Plan())
     return linked_values(relations, PF, target, check.cap(identifier, target), shared, plan=plan)
+
+
+def _facts_at(relation: pl.DataFrame, chosen: np.ndarray[Any, Any], state: AssociationCoverState) -> pl.DataFrame:
+    """The rows of a holder's relation (with its PF column) whose fact is at one of ``chosen``, taken by a
+    mask over the positions (and from the relation's codes kept with it, when it is all codes), where a
+    polars semi join hashed the relation's tens of thousands of rows per giver and run."""
+    rows = np.flatnonzero(among(relation.get_column(PF).to_numpy(), chosen))
+    if code_arrays.codes_only(relation):
+        return state.kept.caps.codes(relation).take(rows).to_frame()
+    return relation[rows]
 
 
 def releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
