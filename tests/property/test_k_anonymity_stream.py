@@ -11,7 +11,9 @@ cover or a forcing set that a fresh run does not give. Views emptied and refille
 from __future__ import annotations
 
 import random
+from contextlib import ExitStack
 from itertools import product
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
@@ -20,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.k_anonymity import cover_index, held_values, join_search
+from streamdetect.checks.k_anonymity import cover_index, held_values, join_search, repeated_projections
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.k_anonymity.cover_index import CoverIndex
 from streamdetect.checks.k_anonymity.kept_relations import PF
@@ -113,17 +115,41 @@ def test_every_batch_gives_the_findings_of_a_fresh_check(
     in which such a run found covers; the fresh check runs the default way (on these few covers, the
     second). The cover index's log of changed covers checked at every change, and once left empty (the
     search then compares the covers whole)."""
+    patches = (
+        patch.object(join_search, "TARGETED_COVERS", targeted),
+        patch.object(join_search, "SETTLING_COVERS", settling),
+        patch.object(held_values, "MATRIX_CAP", matrices),
+        patch.object(cover_index, "LOGGED_VERSIONS", logged),
+        patch.object(CoverIndex, "_minimise", _logged_minimise),
+    )
+    _stream_agrees_with_fresh_checks(case, rng, patches)
+
+
+@pytest.mark.parametrize("in_codes", [True, False], ids=["in-codes", "in-polars"])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=publications(), rng=st.randoms(use_true_random=False))
+def test_new_facts_repeating_a_projection_take_the_sets_of_its_first_fact(
+    case: dict[str, Any], rng: random.Random, in_codes: bool
+) -> None:
+    """Every batch of a holder joins only the first fact of each projection and copies its sets to the
+    others (:mod:`.repeated_projections`, here whatever the share of repeats), over the dictionary codes in
+    numpy or by polars' queries: the findings of a fresh check, whose facts all join."""
+    patches = [patch.object(repeated_projections, "REPEATS", 0)]
+    if not in_codes:
+        patches.append(patch.object(repeated_projections, "code_arrays", SimpleNamespace(codes_only=lambda *_: False)))
+    _stream_agrees_with_fresh_checks(case, rng, tuple(patches))
+
+
+def _stream_agrees_with_fresh_checks(case: dict[str, Any], rng: random.Random, patches: tuple[Any, ...]) -> None:
+    """Batch after batch of random additions and withdrawals under ``patches``, the findings and those raised
+    and cleared folded equal a fresh check's of the rows present (run without the patches)."""
     topology = _topology(case)
     detector = Detector(topology)
     live: dict[str, Any] = {}  # the raised and cleared findings folded, as a consumer of the stream does
     for added, withdrawn, present in additions_and_withdrawals(case["rows"], random.Random(rng.random())):
-        with (
-            patch.object(join_search, "TARGETED_COVERS", targeted),
-            patch.object(join_search, "SETTLING_COVERS", settling),
-            patch.object(held_values, "MATRIX_CAP", matrices),
-            patch.object(cover_index, "LOGGED_VERSIONS", logged),
-            patch.object(CoverIndex, "_minimise", _logged_minimise),
-        ):
+        with ExitStack() as stack:
+            for patched in patches:
+                stack.enter_context(patched)
             delta = detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
         for finding in delta.cleared:
             del live[finding.id]
