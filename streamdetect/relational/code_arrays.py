@@ -17,6 +17,7 @@ Cost: a join is O(|large| + (|small| + |candidates|) log + |output|), a dedup or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -115,6 +116,14 @@ class CodeRelation:
         return flagged if flagged is not None else int(np.unique(row_keys([self.column(c) for c in on])).size)
 
 
+def indices(array: npt.NDArray[Any]) -> Positions:
+    """``array`` (codes or positions, unsigned) as numpy's index type: a gather or scatter by ``uint32``
+    indices takes numpy's slow path (2-3x the time by ``intp`` on 45,000 rows, measured), the conversion
+    a tenth of it."""
+    converted: Positions = array.astype(np.intp, copy=False)
+    return converted
+
+
 def codes_only(frame: pl.DataFrame, columns: Sequence[str] | None = None) -> bool:
     """Whether every column of ``frame`` (or those named) holds codes (``UInt32``) and no nulls: what this
     module takes."""
@@ -160,7 +169,7 @@ def count_distinct(relation: CodeRelation, on: Sequence[str]) -> int | None:
     if not relation.height:
         return 0
     flags = np.zeros(span, dtype=np.bool_)
-    flags[row_keys([relation.column(c) for c in on])] = True
+    flags[indices(row_keys([relation.column(c) for c in on]))] = True
     return int(np.count_nonzero(flags))
 
 
@@ -225,7 +234,7 @@ def _rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str
         # A flag per code the large side may hold (its radix): codes of the small side past it match nothing.
         flags = np.zeros(large.radix(column), dtype=np.bool_)
         flags[values[values < flags.size]] = True
-        large = large.take(np.flatnonzero(flags[large.column(column)]))
+        large = large.take(np.flatnonzero(flags[indices(large.column(column))]))
         if large.height <= _FEW * max(small.height, 1):
             break
     return large

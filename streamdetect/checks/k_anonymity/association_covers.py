@@ -736,7 +736,7 @@ def _open(relation: pl.DataFrame, filled: np.ndarray[Any, Any], cap: int, shared
     """The holder's relation without its saturated PFs (their sets are at the cap: a delta join cannot
     change them), shared in the batch by the runs that leave out the same PFs."""
     at = relation.get_column(PF).to_numpy()
-    open_rows = filled[at] < cap
+    open_rows = filled[code_arrays.indices(at)] < cap
     if open_rows.all():
         return relation
     if code_arrays.codes_only(relation):

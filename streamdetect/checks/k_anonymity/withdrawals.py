@@ -33,6 +33,7 @@ import polars as pl
 
 from streamdetect.checks.k_anonymity.kept_relations import PF, Filters, KeptRelations, projected
 from streamdetect.checks.seen_rows import SeenRows
+from streamdetect.relational.code_arrays import indices
 from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
 
 #: Per view: the rows a withdrawal left with no occurrence (encoded, as stored) and their positions.
@@ -133,5 +134,5 @@ def among(positions: np.ndarray[Any, Any], chosen: np.ndarray[Any, Any]) -> np.n
         return np.zeros(len(positions), dtype=bool)
     mask = np.zeros(max(int(positions.max()), int(chosen.max())) + 1, dtype=bool)
     mask[chosen] = True
-    found: np.ndarray[Any, Any] = mask[positions]
+    found: np.ndarray[Any, Any] = mask[indices(positions)]
     return found

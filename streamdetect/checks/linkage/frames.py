@@ -12,7 +12,7 @@ from streamdetect.checks.linkage.state import (
     rows_where,
 )
 from streamdetect.relational import code_arrays, small_joins
-from streamdetect.relational.code_arrays import CodeRelation
+from streamdetect.relational.code_arrays import CodeRelation, indices
 
 
 def distinct_codes(rows: pl.DataFrame, keep: list[str]) -> pl.DataFrame:
@@ -34,7 +34,7 @@ def having(frame: pl.DataFrame, column: str, codes: pl.Series) -> pl.DataFrame:
     wanted = codes.to_numpy()
     flags = np.zeros(max(int(values.max()) if values.size else 0, int(wanted.max()) if wanted.size else 0) + 1, bool)
     flags[wanted] = True
-    return rows_where(frame, flags[values])
+    return rows_where(frame, flags[indices(values)])
 
 
 def same_reads(earlier: tuple[tuple[CodeFlags, int], ...], now: tuple[tuple[CodeFlags, int], ...]) -> bool:

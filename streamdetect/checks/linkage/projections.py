@@ -28,7 +28,7 @@ from streamdetect.checks.linkage.state import (
 )
 from streamdetect.checks.linkage.tasks import LinkageTask
 from streamdetect.relational import code_arrays
-from streamdetect.relational.code_arrays import CodeRelation
+from streamdetect.relational.code_arrays import CodeRelation, indices
 from streamdetect.relational.dictionary import CODE
 from streamdetect.relational.linked_values import Plan, SharedWork, in_memory, linked_values
 
@@ -180,7 +180,7 @@ class _Projections(_Saturation):
                 filtered[view] = kept[2]
                 continue
             codes = shared.codes(relation).column(identifier)
-            restricted = self._restrict(relation, pl.Series(live[codes]), shared)
+            restricted = self._restrict(relation, pl.Series(live[indices(codes)]), shared)
             if view != delta:
                 state.live_rows[(task.key, view)] = (relation, live, restricted)
             filtered[view] = restricted

@@ -26,6 +26,7 @@ from streamdetect.model.codecs import (
     frame_to_ipc,
     versioned_document,
 )
+from streamdetect.relational.code_arrays import indices
 from streamdetect.relational.linked_values import KeptCaps, Plan
 
 #: One boolean per dictionary code (indexed by code).
@@ -98,19 +99,19 @@ class CodeFlags:
 
     def at(self, codes: pl.Series) -> Flags:
         """The flags of ``codes`` (each below :attr:`size`), in their order. O(len(codes))."""
-        picked: Flags = self._flags[codes.to_numpy()]
+        picked: Flags = self._flags[indices(codes.to_numpy())]
         return picked
 
     def set(self, codes: pl.Series, value: bool) -> None:
         """Set the flags of ``codes`` (each below :attr:`size`). O(len(codes))."""
-        self._flags[codes.to_numpy()] = value
+        self._flags[indices(codes.to_numpy())] = value
         self.version += 1
 
 
 def where(codes: pl.Series, flags: Flags) -> pl.Series:
     """``codes`` whose flag in ``flags`` (indexed by code) is true."""
     picked = codes.to_numpy()
-    return pl.Series(codes.name, picked[flags[picked]], dtype=codes.dtype)
+    return pl.Series(codes.name, picked[flags[indices(picked)]], dtype=codes.dtype)
 
 
 #: Up to this many rows a frame's rows are picked by a gather of their positions, above by a filter.
