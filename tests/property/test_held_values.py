@@ -62,3 +62,43 @@ def test_large_caps_keep_the_counts_only() -> None:
     assert kept.counts.tolist() == [2, 0, 1]
     kept.count(np.array([1, 1]))
     assert kept.counts.tolist() == [2, 2, 1]
+
+
+@given(
+    cap=st.integers(1, 3),
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 40),  # PFs the holder grows by
+            st.lists(st.tuples(st.integers(0, 200), st.integers(0, 4)), unique=True, max_size=10),  # pairs found
+            st.lists(st.integers(0, 200), max_size=3),  # PFs whose sets a withdrawal empties
+        ),
+        max_size=8,
+    ),
+)
+def test_sets_grown_batch_after_batch_hold_what_the_pairs_found_give(
+    cap: int, steps: list[tuple[int, list[tuple[int, int]], list[int]]]
+) -> None:
+    """The holder grows batch after batch (the arrays grow in buffers with room, in place), its sets take
+    the pairs found and lose those withdrawn: at every step what each set holds, by the definition."""
+    kept = HeldValues.of(None, PF, T, cap, 0)
+    sets: dict[int, list[int]] = {}
+    height = 0
+    for grow, found, cleared in steps:
+        height += grow
+        kept.extend(height)
+        sets.update({pf: sets.get(pf, []) for pf in range(height)})
+        pairs = [(pf % height, value) for pf, value in found] if height else []
+        pairs = list(dict.fromkeys(pairs))  # distinct, as a delta join gives them
+        kept.merge(np.array([pf for pf, _ in pairs], dtype=np.int64), np.array([v for _, v in pairs], dtype=np.int64))
+        for pf, value in pairs:
+            if value not in sets[pf] and len(sets[pf]) < cap:
+                sets[pf].append(value)
+        gone = sorted({pf % height for pf in cleared}) if height else []
+        kept.clear(np.array(gone, dtype=np.int64))
+        for pf in gone:
+            sets[pf] = []
+        assert kept.counts.tolist() == [len(sets[pf]) for pf in range(height)]
+        assert kept.values is not None
+        assert [sorted(v for v in row if v >= 0) for row in kept.values.tolist()] == [
+            sorted(sets[pf]) for pf in range(height)
+        ]

@@ -26,6 +26,8 @@ class HeldValues:
     def __init__(self, counts: np.ndarray[Any, Any], values: np.ndarray[Any, Any] | None) -> None:
         self.counts = counts
         self.values = values
+        # The arrays ``counts`` and ``values`` are the first entries of, with room to grow (:meth:`extend`).
+        self._room: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None] | None = None
 
     @classmethod
     def of(cls, pairs: pl.DataFrame | None, pf: str, target: str, cap: int, height: int) -> HeldValues:
@@ -46,10 +48,28 @@ class HeldValues:
         return cls(counts, values)
 
     def extend(self, height: int) -> None:
-        """Make room for a holder grown to ``height`` rows (new PFs hold nothing yet)."""
-        self.counts = padded(self.counts, height, 0)
-        if self.values is not None:
-            self.values = padded(self.values, height, _EMPTY)
+        """Make room for a holder grown to ``height`` rows (new PFs hold nothing yet). Amortised O(rows
+        added): the arrays are views of buffers with room (an eighth more, or the batch sixteen times over),
+        where concatenating copied every PF's counts and values for each set and batch of its holder."""
+        size = len(self.counts)
+        if height <= size:
+            return
+        room = self._room
+        if room is None or room[0].shape[0] < height or self.counts.base is not room[0]:
+            capacity = height + max(height // 8, 16 * (height - size))
+            counts = np.zeros(capacity, dtype=self.counts.dtype)
+            counts[:size] = self.counts
+            values = None
+            if self.values is not None:
+                values = np.full((capacity, self.values.shape[1]), _EMPTY, dtype=self.values.dtype)
+                values[:size] = self.values
+            room = self._room = (counts, values)
+        counts, values = room
+        counts[size:height] = 0
+        self.counts = counts[:height]
+        if values is not None:
+            values[size:height] = _EMPTY
+            self.values = values[:height]
 
     def clear(self, positions: np.ndarray[Any, Any]) -> None:
         """Empty the sets of the PFs at ``positions`` (their sets computed again: :mod:`.withdrawals`)."""
