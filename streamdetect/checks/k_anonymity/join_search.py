@@ -32,10 +32,9 @@ from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex, 
 from streamdetect.checks.k_anonymity.forcing_views import ForcingSearch, Settled
 from streamdetect.checks.k_anonymity.kept_relations import PF
 from streamdetect.checks.k_anonymity.redundant_views import without_redundant_views
-from streamdetect.checks.k_anonymity.withdrawals import Gone, among
+from streamdetect.checks.k_anonymity.withdrawals import Gone, facts_at
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.topology import Topology, ViewDefinition
-from streamdetect.relational import code_arrays
 from streamdetect.relational.linked_values import Plan, SharedWork, linked_values
 
 #: Searches in a row that may leave a subset's state unasked, its views changed, before it is dropped (its
@@ -442,23 +441,13 @@ def _given_sets(  # noqa: PLR0917 -- private; the targeted run passes its whole 
     relations = {}
     for name, (attributes, filters) in check.reads((*giver, target)).items():
         relation = state.kept.relation(state.seen, name, attributes, name == holder, filters)
-        relations[name] = _facts_at(relation, chosen, state) if name == holder else relation
+        relations[name] = facts_at(relation, chosen, state.kept) if name == holder else relation
     # The elimination order kept per (set, subset, size classes), as the delta joins keep theirs: a subset is
     # run for some covers alone batch after batch, and estimating the order again cost an eighth of a run.
     sizes = tuple(frame.height.bit_length() // 2 for frame in relations.values())
     subset = "targeted " + ",".join(relations)
     plan = state.plans.setdefault(((*giver, target), subset, sizes), Plan())
     return linked_values(relations, PF, target, check.cap(identifier, target), shared, plan=plan)
-
-
-def _facts_at(relation: pl.DataFrame, chosen: np.ndarray[Any, Any], state: AssociationCoverState) -> pl.DataFrame:
-    """The rows of a holder's relation (with its PF column) whose fact is at one of ``chosen``, taken by a
-    mask over the positions (and from the relation's codes kept with it, when it is all codes), where a
-    polars semi join hashed the relation's tens of thousands of rows per giver and run."""
-    rows = np.flatnonzero(among(relation.get_column(PF).to_numpy(), chosen))
-    if code_arrays.codes_only(relation):
-        return state.kept.caps.codes(relation).take(rows).to_frame()
-    return relation[rows]
 
 
 def releasing(topology: Topology, identifier: str, sensitive: str) -> tuple[list[str], list[str]]:
