@@ -22,6 +22,7 @@ its stable id. Cost per (u, ID, P): two capped eliminations over all views.
 
 from __future__ import annotations
 
+import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -122,6 +123,11 @@ class AssociationCoverState:
     #: the forcing-view search's runs for some covers alone (the view named ``targeted`` and the subset's
     #: views): a batch replays them instead of estimating again (not serialized).
     plans: dict[tuple[SetKey, str, tuple[int, ...]], Plan] = field(default_factory=dict, compare=False, repr=False)
+    #: Per set, its holder's stored relation without the PFs saturated when it was cut, and that relation
+    #: (:meth:`AssociationCoverCheck._opened`; not serialized): kept while the holder's relation is the same.
+    opened: dict[SetKey, tuple[weakref.ref[pl.DataFrame], int, pl.DataFrame]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def changes(
         self, before: list[AssociationCoverFinding], after: list[AssociationCoverFinding]
@@ -298,6 +304,7 @@ class AssociationCoverCheck:
                 state.seen.add(name, frame, attributes[name])
             state.sets = self.recompute(state.seen).sets
             state.index, state.touched, state.held, state.borrowed = None, {}, {}, set()
+            state.opened = {}
             if progress is not None:
                 progress(1, 1)
             return None
@@ -319,6 +326,7 @@ class AssociationCoverCheck:
         projection facts they reached get their sets from the rows present (:mod:`.withdrawals`), told to
         the cover index as touched."""
         withdrawal = Withdrawal(state.seen, state.kept, gone, SharedWork(state.kept.caps), state.plans)
+        state.opened = {}  # PFs whose sets are computed again are open again
         changed = {name for name, _, _ in gone}
         for key, cap, twin in self._set_keys(state.seen):
             if twin is not None:
@@ -411,7 +419,7 @@ class AssociationCoverCheck:
                     # A holder that holds the target has one value of it in all of w(p), p's own: its
                     # sets are full at one value.
                     full = 1 if target in attributes else cap
-                    relation = _open(relation, self.filled(state, key), full, shared)
+                    relation = self._opened(state, key, relation, full, shared)
                 relations[name] = relation
             elif name == holder:
                 # One frame per (view, role, attributes) in a batch: the (holder, target) runs of a pair
@@ -462,6 +470,21 @@ class AssociationCoverCheck:
         added = found[taken] if len(taken) < found.height else found
         state.sets[key] = appended(current, added)
         return added
+
+    def _opened(
+        self, state: AssociationCoverState, key: SetKey, relation: pl.DataFrame, full: int, shared: SharedWork
+    ) -> pl.DataFrame:
+        """The holder's stored ``relation`` without the PFs whose sets are saturated (:func:`_open`), cut once
+        while the relation is the same frame: under arrivals a saturated PF stays so, and a PF saturated since
+        the cut only costs its joins' rows (its set takes nothing more: :meth:`_merge`), where cutting read
+        every PF's count and copied the rows left for each set and view batch (a worker's fold of six views
+        cut each set five times). Withdrawals open PFs again: they drop what was cut (:meth:`withdraw`)."""
+        kept = state.opened.get(key)
+        if kept is not None and kept[0]() is relation and kept[1] == full:
+            return kept[2]
+        opened = _open(relation, self.filled(state, key), full, shared)
+        state.opened[key] = (weakref.ref(relation), full, opened)
+        return opened
 
     def filled(self, state: AssociationCoverState, key: SetKey) -> np.ndarray[Any, Any]:
         """How many values each PF of the key's holder has in its set."""
