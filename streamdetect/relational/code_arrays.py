@@ -192,14 +192,20 @@ def _heads(group: npt.NDArray[np.uint64], k: int) -> Positions:
     return np.sort(order[rank < k])
 
 
-def head_per_key(relation: CodeRelation, keys: Sequence[str], k: int) -> CodeRelation:
-    """At most ``k`` rows per value of ``keys`` (``k`` overall without keys); which ones is not defined.
-    O(n log n)."""
+def head_positions(relation: CodeRelation, keys: Sequence[str], k: int) -> Positions:
+    """The positions, ascending, of the first ``k`` rows of each value of ``keys`` (the first ``k`` rows
+    without keys). O(n log n)."""
     if relation.height <= k:
-        return relation
+        return np.arange(relation.height)
     if not keys:
-        return relation.take(np.arange(k))
-    kept = _heads(row_keys([relation.column(c) for c in keys]), k)
+        return np.arange(k)
+    return _heads(row_keys([relation.column(c) for c in keys]), k)
+
+
+def head_per_key(relation: CodeRelation, keys: Sequence[str], k: int) -> CodeRelation:
+    """At most ``k`` rows per value of ``keys`` (``k`` overall without keys), the first of each
+    (:func:`head_positions`). O(n log n)."""
+    kept = head_positions(relation, keys, k)
     return relation if kept.size == relation.height else relation.take(kept)
 
 
@@ -218,7 +224,7 @@ def fresh_heads(earlier: CodeRelation, fresh: CodeRelation, keys: Sequence[str],
     return taken[taken >= size] - size
 
 
-def _rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str]) -> CodeRelation:
+def rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str]) -> CodeRelation:
     """A subset of ``large``'s rows holding every row that joins ``small`` on ``on``: those whose code in
     a key column occurs in ``small`` (a flag per code of ``small``, read for every row left: one gather;
     codes past the largest read a false flag), column by column until few are left. The columns go by
@@ -248,7 +254,7 @@ def shown(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> npt.NDA
 
 def positions_in(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> npt.NDArray[np.int64]:
     """Per row of ``rows``, the position in ``large`` of a row equal to it on ``on`` (the last such when
-    several), or -1. The large side cut first (:func:`_rows_with_values`, positions carried along), then
+    several), or -1. The large side cut first (:func:`rows_with_values`, positions carried along), then
     the packed keys of what is left sorted and searched. O(|large| + m log m), m the rows left."""
     if not rows.height:
         return np.zeros(0, dtype=np.int64)
@@ -256,7 +262,7 @@ def positions_in(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> 
         [*large.columns, _POSITION], [*large.arrays, np.arange(large.height, dtype=np.uint32)], large.height
     )
     numbered._radix = large._radix  # the large side's radices, counted once
-    cut = _rows_with_values(numbered, rows, on)
+    cut = rows_with_values(numbered, rows, on)
     keys = row_keys([np.concatenate((rows.column(c), cut.column(c))) for c in on])
     wanted, present = keys[: rows.height], keys[rows.height :]
     order = np.argsort(present)
@@ -269,7 +275,7 @@ def positions_in(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> 
 
 def join(left: CodeRelation, right: CodeRelation, on: Sequence[str]) -> CodeRelation:
     """The natural join on ``on`` (a cross product without): ``left``'s columns, then ``right``'s others.
-    The larger side is first cut to rows whose key codes the smaller side shows (:func:`_rows_with_values`),
+    The larger side is first cut to rows whose key codes the smaller side shows (:func:`rows_with_values`),
     then the join is by sorting. O(|larger| + m log m + output), m the rows left."""
     extra = [c for c in right.columns if c not in left.columns]
     if not on:
@@ -277,9 +283,9 @@ def join(left: CodeRelation, right: CodeRelation, on: Sequence[str]) -> CodeRela
         right_rows = np.tile(np.arange(right.height), left.height)
     else:
         if left.height > right.height:
-            left = _rows_with_values(left, right, on)
+            left = rows_with_values(left, right, on)
         elif right.height > left.height:
-            right = _rows_with_values(right, left, on)
+            right = rows_with_values(right, left, on)
         keys = row_keys([np.concatenate((left.column(c), right.column(c))) for c in on])
         left_keys, right_keys = keys[: left.height], keys[left.height :]
         order = np.argsort(right_keys)

@@ -323,6 +323,13 @@ def cap_grown(capped: pl.DataFrame, fresh: pl.DataFrame, target: str, k: int) ->
     keys = [column for column in capped.columns if column != target]
     if not keys:
         added = fresh.head(max(k - capped.height, 0))
+    elif fresh.height <= CODE_ARRAYS_ROWS and code_arrays.codes_only(capped) and code_arrays.codes_only(fresh):
+        # In numpy, for a batch's few rows: the capped rows cut to the keys ``fresh`` shows (one flag
+        # lookup per row), then the fresh rows each key takes after them. The polars query cost 1-1.5 ms
+        # for a stored projection's capped form, carried forward once per view batch.
+        rows = CodeRelation.from_frame(fresh)
+        earlier = code_arrays.rows_with_values(CodeRelation.from_frame(capped), rows, keys)
+        added = fresh[code_arrays.fresh_heads(earlier, rows, keys, k)]
     else:
         added = in_memory(
             pl.concat(
@@ -520,8 +527,14 @@ class _Elimination(Generic[F]):
 
 
 def _cap_holder(frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame:
-    """``frame`` with at most k values of ``target`` per value of its other columns."""
-    return in_memory(_head_per_key(frame.lazy(), [c for c in frame.columns if c != target], k))
+    """``frame`` with at most k values of ``target`` per value of its other columns, the first k of each. A
+    batch's few rows of codes are capped in numpy (a polars query cost 0.5 ms: a stream update caps the
+    delta of every set whose sole holder of T is the view that changed)."""
+    keys = [c for c in frame.columns if c != target]
+    if frame.height <= CODE_ARRAYS_ROWS and code_arrays.codes_only(frame):
+        kept = code_arrays.head_positions(CodeRelation.from_frame(frame), keys, k)
+        return frame if kept.size == frame.height else frame[kept]
+    return in_memory(_head_per_key(frame.lazy(), keys, k))
 
 
 def _holders_capped_first(inputs: list[pl.DataFrame], keep: list[str], target: str, k: int) -> list[pl.DataFrame]:
