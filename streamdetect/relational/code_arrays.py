@@ -133,6 +133,15 @@ def codes_only(frame: pl.DataFrame, columns: Sequence[str] | None = None) -> boo
     return all(column.dtype == _CODE and not column.null_count() for column in chosen)
 
 
+def take_rows(frame: pl.DataFrame, rows: npt.NDArray[Any]) -> pl.DataFrame:
+    """The rows of ``frame`` at positions ``rows`` (in that order): for a frame of codes, taken in numpy
+    and made a frame again (some 35 us on a micro-batch's rows, where polars' gather or a filter by a
+    new mask cost 90-100 us each, its query's fixed cost); polars' gather otherwise."""
+    if not codes_only(frame):
+        return frame[rows]
+    return CodeRelation.from_frame(frame).take(indices(rows)).to_frame()
+
+
 def row_keys(arrays: Sequence[Codes]) -> npt.NDArray[np.uint64]:
     """One integer per row, equal for two rows exactly when they are equal in every array: the codes in
     mixed radix (each column's radix one more than its largest code), O(n) while the radices' product

@@ -202,10 +202,12 @@ class KeptCaps:
     view changes, so a stale entry is never returned); entries of dead frames are dropped as new come."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[int, str, int], tuple[weakref.ref[pl.DataFrame], pl.DataFrame]] = {}
-        # Per grown frame: the capped form of the frame it grew from, and the rows appended since.
+        # Per frame (by id, with a reference telling that very frame), its capped forms by (target, k): a
+        # frame's are found without a pass over every frame's (a view batch grows some 40 projections).
+        self._entries: dict[int, tuple[weakref.ref[pl.DataFrame], dict[tuple[str, int], pl.DataFrame]]] = {}
+        # Per grown frame, by (target, k): the capped form of the frame it grew from, and the rows appended since.
         self._pending: dict[
-            tuple[int, str, int], tuple[weakref.ref[pl.DataFrame], tuple[pl.DataFrame, list[pl.DataFrame]]]
+            int, tuple[weakref.ref[pl.DataFrame], dict[tuple[str, int], tuple[pl.DataFrame, list[pl.DataFrame]]]]
         ] = {}
         self._distinct: dict[tuple[int, tuple[str, ...]], tuple[weakref.ref[pl.DataFrame], int]] = {}
         self._codes: dict[int, tuple[weakref.ref[pl.DataFrame], CodeRelation]] = {}
@@ -244,25 +246,27 @@ class KeptCaps:
 
     def get(self, frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame | None:
         """The capped form of ``frame`` if kept, or carried forward from a frame it grew from (:meth:`grown`)."""
-        key = (id(frame), target, k)
-        entry = self._entries.get(key)
+        entry = self._entries.get(id(frame))
         if entry is not None and entry[0]() is frame:
-            return entry[1]
-        pending = self._pending.get(key)
-        if pending is None or pending[0]() is not frame:
+            found = entry[1].get((target, k))
+            if found is not None:
+                return found
+        pending = self._pending.get(id(frame))
+        if pending is None or pending[0]() is not frame or (target, k) not in pending[1]:
             return None
-        del self._pending[key]
-        capped, appended = pending[1]
+        capped, appended = pending[1].pop((target, k))
         result = cap_grown(capped, pl.concat(appended), target, k)
         self.put(frame, target, k, result)
         return result
 
     def put(self, frame: pl.DataFrame, target: str, k: int, result: pl.DataFrame) -> None:
         """Keep ``result`` as the capped form of ``frame``."""
-        key = (id(frame), target, k)
-        if key not in self._entries:
-            self._entries = _alive(self._entries)
-        self._entries[key] = (weakref.ref(frame), result)
+        entry = self._entries.get(id(frame))
+        if entry is None or entry[0]() is not frame:
+            if entry is None:
+                self._entries = _alive(self._entries)
+            entry = self._entries[id(frame)] = (weakref.ref(frame), {})
+        entry[1][(target, k)] = result
 
     def grown(self, old: pl.DataFrame, fresh: pl.DataFrame) -> pl.DataFrame:
         """``old`` with the rows ``fresh`` appended (rows ``old`` does not hold), as a new frame; the capped
@@ -288,19 +292,16 @@ class KeptCaps:
             new = appended(old, fresh)
         # Carried when next asked for (:meth:`get`): a view's batch grows its projections, and their capped
         # forms are read by the batches of the other views; a frame grown again before carries the rows.
-        carried = [
-            ((target, k), capped, [fresh])
-            for (ident, target, k), (ref, capped) in self._entries.items()
-            if ident == id(old) and ref() is old
-        ] + [
-            ((target, k), capped, [*since, fresh])
-            for (ident, target, k), (ref, (capped, since)) in self._pending.items()
-            if ident == id(old) and ref() is old
-        ]
+        carried: dict[tuple[str, int], tuple[pl.DataFrame, list[pl.DataFrame]]] = {}
+        pending = self._pending.get(id(old))
+        if pending is not None and pending[0]() is old:
+            carried.update({tk: (capped, [*since, fresh]) for tk, (capped, since) in pending[1].items()})
+        entry = self._entries.get(id(old))
+        if entry is not None and entry[0]() is old:
+            carried.update({tk: (capped, [fresh]) for tk, capped in entry[1].items()})
         if carried:
             self._pending = _alive(self._pending)
-        for (target, k), capped, since in carried:
-            self._pending[(id(new), target, k)] = (weakref.ref(new), (capped, since))
+            self._pending[id(new)] = (weakref.ref(new), carried)
         return new
 
 
@@ -329,7 +330,7 @@ def cap_grown(capped: pl.DataFrame, fresh: pl.DataFrame, target: str, k: int) ->
         # for a stored projection's capped form, carried forward once per view batch.
         rows = CodeRelation.from_frame(fresh)
         earlier = code_arrays.rows_with_values(CodeRelation.from_frame(capped), rows, keys)
-        added = fresh[code_arrays.fresh_heads(earlier, rows, keys, k)]
+        added = code_arrays.take_rows(fresh, code_arrays.fresh_heads(earlier, rows, keys, k))
     else:
         added = in_memory(
             pl.concat(
@@ -533,7 +534,7 @@ def _cap_holder(frame: pl.DataFrame, target: str, k: int) -> pl.DataFrame:
     keys = [c for c in frame.columns if c != target]
     if frame.height <= CODE_ARRAYS_ROWS and code_arrays.codes_only(frame):
         kept = code_arrays.head_positions(CodeRelation.from_frame(frame), keys, k)
-        return frame if kept.size == frame.height else frame[kept]
+        return frame if kept.size == frame.height else code_arrays.take_rows(frame, kept)
     return in_memory(_head_per_key(frame.lazy(), keys, k))
 
 

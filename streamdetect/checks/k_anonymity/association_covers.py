@@ -467,7 +467,7 @@ class AssociationCoverCheck:
             held.count(added.get_column(PF).to_numpy())
             return added
         taken = held.merge(found.get_column(PF).to_numpy(), found.get_column(target).to_numpy())
-        added = found[taken] if len(taken) < found.height else found
+        added = code_arrays.take_rows(found, taken) if len(taken) < found.height else found
         state.sets[key] = appended(current, added)
         return added
 

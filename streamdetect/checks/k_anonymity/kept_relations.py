@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+import numpy as np
 import polars as pl
 
 from streamdetect.checks.seen_rows import SeenRows
@@ -151,7 +152,7 @@ class KeptRelations:
         if not code_arrays.codes_only(fresh):
             return fresh.join(before, on=attributes, how="anti")
         shown = code_arrays.shown(CodeRelation.from_frame(fresh), self.caps.codes(before), attributes)
-        return fresh if not shown.any() else fresh.filter(pl.Series(~shown))
+        return fresh if not shown.any() else code_arrays.take_rows(fresh, np.flatnonzero(~shown))
 
     def novel(
         self, seen: SeenRows, view: str, projection: tuple[list[str], Filters], new: pl.DataFrame, positions: pl.Series
