@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from streamdetect.model.codecs import as_frame
@@ -50,6 +51,37 @@ def _with_positions(
         return grouped.join(have, on=columns, how="left", nulls_equal=True, maintain_order="left")
     positions = code_arrays.positions_in(codes(grouped), codes(stored), columns)
     return grouped.with_columns(pl.Series("\0pos", positions).cast(pl.UInt32, strict=False))
+
+
+def _matched_in_numpy(coded: pl.DataFrame, stored: pl.DataFrame) -> bool:
+    """Whether a batch's rows are matched with the stored ones in numpy (:func:`_matched_codes`): codes
+    without nulls on both sides, and fewer stored rows than polars' probe pays for (:func:`_with_positions`)."""
+    return stored.height < small_joins.LARGE_ROWS and code_arrays.codes_only(coded) and code_arrays.codes_only(stored)
+
+
+def _matched_codes(
+    coded: pl.DataFrame, stored: pl.DataFrame, columns: list[str]
+) -> tuple[pl.DataFrame, pl.Series, pl.Series, pl.Series]:
+    """A batch's distinct rows (codes, no nulls) matched with the ``stored`` ones, in numpy: the rows not
+    stored (in the order they first occur) and their occurrences, the positions of those stored and their
+    occurrences. The same as the polars path (a group by, a match, two filters: some 10 queries of
+    0.1-0.3 ms each per view batch, a sixth of a k-anonymity update of six views' few rows)."""
+    arrays = [coded.get_column(column).to_numpy() for column in columns]
+    _, first, occurrences = np.unique(code_arrays.row_keys(arrays), return_index=True, return_counts=True)
+    order = np.argsort(first)  # the distinct rows in the order they first occur
+    at, occurrences = first[order], occurrences[order]
+    grouped = CodeRelation(columns, [array[at] for array in arrays], len(at))
+    positions = code_arrays.positions_in(grouped, CodeRelation.from_frame(stored), columns)
+    fresh = positions < 0
+    chosen = np.flatnonzero(fresh)
+    new_rows = grouped.take(chosen).to_frame()
+    known = np.flatnonzero(~fresh)
+    return (
+        new_rows,
+        pl.Series("\0n", occurrences[chosen], dtype=pl.Int64),
+        pl.Series("\0pos", positions[known], dtype=pl.UInt32),
+        pl.Series("\0n", occurrences[known], dtype=pl.Int64),
+    )
 
 
 @dataclass
@@ -96,31 +128,34 @@ class SeenRows:
         never seen, or withdrawn before) and their positions. O(batch + view) (one hash join)."""
         columns = list(attributes)
         coded = encode(self.dictionaries, frame.select(columns), self._index)
-        grouped = coded.group_by(columns, maintain_order=True).len("\0n")
         old = self.rows.get(view)
         start = 0 if old is None else old.height
-        if old is None:
-            matched = grouped.with_columns(pl.lit(None, dtype=pl.UInt32).alias("\0pos"))
+        if old is not None and _matched_in_numpy(coded, old):
+            new_rows, fresh_n, known_positions, known_n = _matched_codes(coded, old, columns)
         else:
-            matched = _with_positions(grouped, old, columns, self.dictionaries)
-        fresh = matched.filter(pl.col("\0pos").is_null())
-        known = matched.filter(pl.col("\0pos").is_not_null())
-        fresh_positions = pl.int_range(start, start + fresh.height, dtype=pl.UInt32, eager=True)
+            grouped = coded.group_by(columns, maintain_order=True).len("\0n")
+            if old is None:
+                matched = grouped.with_columns(pl.lit(None, dtype=pl.UInt32).alias("\0pos"))
+            else:
+                matched = _with_positions(grouped, old, columns, self.dictionaries)
+            fresh = matched.filter(pl.col("\0pos").is_null())
+            known = matched.filter(pl.col("\0pos").is_not_null())
+            new_rows, fresh_n = fresh.select(columns), fresh.get_column("\0n").cast(pl.Int64)
+            known_positions, known_n = known.get_column("\0pos"), known.get_column("\0n").cast(pl.Int64)
+        fresh_positions = pl.int_range(start, start + new_rows.height, dtype=pl.UInt32, eager=True)
         counts = self._counts(view) if old is not None else pl.Series("\0n", [], dtype=pl.Int64)
         revived = pl.Series("\0pos", [], dtype=pl.UInt32)
-        if known.height:
-            positions = known.get_column("\0pos")
-            before = counts.gather(positions)
-            revived = positions.filter(before == 0)
-            counts = counts.scatter(positions, before + known.get_column("\0n").cast(pl.Int64))
+        if known_positions.len():
+            before = counts.gather(known_positions)
+            revived = known_positions.filter(before == 0)
+            counts = counts.scatter(known_positions, before + known_n)
             if revived.len():
                 self._absent[view] = self._absent.get(view, 0) - revived.len()
                 self._presence[view] = next(_MARKS)
-        new_rows = fresh.select(columns)
         self.rows[view] = new_rows if old is None else pl.concat([old, new_rows])
-        self.counts[view] = pl.concat([counts, fresh.get_column("\0n").cast(pl.Int64)])
-        self._log(view, known.get_column("\0pos"), known.get_column("\0n"))
-        self._log(view, fresh_positions, fresh.get_column("\0n"))
+        self.counts[view] = pl.concat([counts, fresh_n])
+        self._log(view, known_positions, known_n)
+        self._log(view, fresh_positions, fresh_n)
         if not revived.len():
             return new_rows, fresh_positions
         back = self.rows[view].gather(revived)
