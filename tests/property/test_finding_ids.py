@@ -1,5 +1,5 @@
-"""A linkage (and a SIND) finding's canonical text, written directly for speed, is the text its document
-serialises to: ids and finding events stay what they were."""
+"""A linkage (an association cover's, a SIND) finding's canonical text, written directly for speed, is the
+text its document serialises to: ids and finding events stay what they were."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.canonical import canonical_json, member_text, stable_id
-from streamdetect.checks.findings import LinkageFinding, RsindFinding, SindFinding
+from streamdetect.checks.findings import AssociationCoverFinding, LinkageFinding, RsindFinding, SindFinding
 
 scalars = st.one_of(
     st.text(),
@@ -93,3 +93,28 @@ def test_a_sind_findings_direct_text_is_the_documents_canonical_text(finding: Si
     body = {key: value for key, value in document.items() if key != "id"}
     assert finding._body_text() == canonical_json(body)
     assert finding.id == stable_id(body)
+
+
+@st.composite
+def cover_findings(draw: st.DrawFn) -> AssociationCoverFinding:
+    return AssociationCoverFinding(
+        k=draw(st.integers(min_value=2, max_value=10)),
+        identifier_attribute=draw(names),
+        identifier_value=draw(scalars),
+        sensitive_attribute=draw(names),
+        sensitive_values=tuple(draw(st.lists(scalars, max_size=3))),
+        views=tuple(draw(st.lists(names, max_size=3))),
+        exact=draw(st.booleans()),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(cover_findings())
+def test_an_association_covers_direct_text_is_the_documents_canonical_text(finding: AssociationCoverFinding) -> None:
+    """Read from a fresh finding, whose id comes from the direct text, and from the document."""
+    fresh = AssociationCoverFinding(**{name: getattr(finding, name) for name in finding.__dataclass_fields__})
+    document = finding.to_dict()
+    body = {key: value for key, value in document.items() if key != "id"}
+    assert fresh._body_text() == canonical_json(body)
+    assert fresh.id == document["id"] == stable_id(body)
+    assert json.loads(fresh.json_text) == json.loads(json.dumps(document))
