@@ -13,6 +13,7 @@ import polars as pl
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from streamdetect.checks.k_anonymity import redundant_views
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverState
 from streamdetect.checks.k_anonymity.join_search import JoinSearch
 from streamdetect.checks.k_anonymity.kept_relations import KeptRelations
@@ -141,3 +142,20 @@ def test_a_reduction_kept_across_batches_is_the_reduction_of_the_rows_present(ca
             for pair in pairs:
                 kept = without_redundant_views(subset, pair, definitions, state.seen, state.kept)
                 assert kept == without_redundant_views(subset, pair, definitions, state.seen, KeptRelations())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 6), unique=True, max_size=7), min_size=2, max_size=4),
+)
+def test_the_test_in_codes_answers_as_the_joins(columns: list[list[int]]) -> None:
+    """Frames of distinct codes of one attribute (empty ones among them): the counts and flags in numpy
+    answer "every value the holders share is the view's" as polars' semi and anti joins do."""
+    frames = tuple(pl.DataFrame({"A": values}, schema={"A": pl.UInt32}) for values in columns)
+    *holders, view = frames
+    reached = holders[0]
+    for values in holders[1:]:
+        reached = reached.join(values, on="A", how="semi")
+    expected = reached.join(view, on="A", how="anti").is_empty()
+    assert redundant_views._within_codes(frames, "A") == expected
+    assert redundant_views._within(frames, ["A"]) == expected

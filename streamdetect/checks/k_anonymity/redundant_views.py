@@ -40,12 +40,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import partial
 
+import numpy as np
 import polars as pl
 
 from streamdetect.checks.k_anonymity.kept_relations import KeptRelations
 from streamdetect.checks.seen_rows import SeenRows
 from streamdetect.model.predicates import attributes_of
 from streamdetect.model.topology import ViewDefinition
+from streamdetect.relational import code_arrays
 
 
 def without_redundant_views(
@@ -152,8 +154,25 @@ def _redundant_in_rows(
 
 def _within(frames: tuple[pl.DataFrame, ...], shared: list[str]) -> bool:
     """Whether every row of ``shared`` in the intersection of the frames but the last is in the last."""
+    if len(shared) == 1 and all(code_arrays.codes_only(frame) for frame in frames):
+        return _within_codes(frames, shared[0])
     *holders, view = frames
     reached = holders[0]
     for values in holders[1:]:
         reached = reached.join(values, on=shared, how="semi")
     return reached.join(view, on=shared, how="anti").is_empty()
+
+
+def _within_codes(frames: tuple[pl.DataFrame, ...], column: str) -> bool:
+    """:func:`_within` for frames of distinct codes of one attribute: how many of the holders show each
+    code (a count per code), against a flag per code of the last frame. O(rows + codes), where polars'
+    semi and anti joins cost 1-2 ms on BP's projections (a search tests the subsets with a view that
+    changed again each batch)."""
+    *holders, view = (frame.get_column(column).to_numpy() for frame in frames)
+    span = max((int(values.max()) + 1 for values in (*holders, view) if values.size), default=0)
+    shown = np.zeros(span, dtype=np.int64)
+    for values in holders:
+        shown[code_arrays.indices(values)] += 1  # distinct codes: one each per holder
+    reached = shown == len(holders)
+    reached[code_arrays.indices(view)] = False
+    return not reached.any()
