@@ -344,7 +344,7 @@ def cap_grown(capped: pl.DataFrame, fresh: pl.DataFrame, target: str, k: int) ->
             .group_by(keys, maintain_order=True)
             .head(k)
             .filter(pl.col(_FRESH))
-            .drop(_FRESH)
+            .select(capped.columns)  # a group by puts its keys first: back to the capped form's order
         )
     if added.is_empty():
         return capped
