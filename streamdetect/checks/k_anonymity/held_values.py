@@ -101,15 +101,6 @@ class HeldValues:
         np.add.at(self.counts, positions.astype(np.int64, copy=False), 1)
 
 
-def padded(array: np.ndarray[Any, Any], height: int, fill: int) -> np.ndarray[Any, Any]:
-    """``array`` (one entry, or one row, per position) with ``fill`` entries up to ``height`` positions;
-    itself when it has them already."""
-    missing = height - len(array)
-    if missing <= 0:
-        return array
-    return np.concatenate([array, np.full((missing, *array.shape[1:]), fill, dtype=array.dtype)])
-
-
 def ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """For positions sorted (equal ones together), each one's rank among its equals: 0, 1, ..."""
     index = np.arange(sorted_positions.size)
