@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from streamdetect.checks.k_anonymity.held_values import HeldValues, ranks
+from streamdetect.checks.k_anonymity.held_values import HeldValues, Room, grown_in_room, ranks
 from streamdetect.relational.code_arrays import row_keys
 
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
@@ -50,31 +50,20 @@ class Gifts:
     ids: np.ndarray[Any, Any]
     values: np.ndarray[Any, Any]
     #: The buffers ``ids`` and ``values`` are the first entries of, with room to grow (:meth:`reach`).
-    _room: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = field(default=None, repr=False)
+    _room: Room | None = field(default=None, repr=False)
 
     @classmethod
     def empty(cls, k: int) -> Gifts:
         return cls(np.zeros(0, dtype=np.int64), np.zeros((0, k - 1), dtype=np.int64))
 
     def reach(self, height: int) -> None:
-        """Make room for positions below ``height`` (new ones give nothing). Amortised O(positions added):
-        views of buffers with room (an eighth more, or the growth sixteen times over), as
-        :meth:`HeldValues.extend`, where padding copied every position's entries per giver and batch."""
-        size = len(self.ids)
-        if height <= size:
-            return
-        room = self._room
-        if room is None or room[0].shape[0] < height or self.ids.base is not room[0]:
-            capacity = height + max(height // 8, 16 * (height - size))
-            ids = np.full(capacity, _NONE, dtype=self.ids.dtype)
-            ids[:size] = self.ids
-            values = np.full((capacity, self.values.shape[1]), _NONE, dtype=self.values.dtype)
-            values[:size] = self.values
-            room = self._room = (ids, values)
-        ids, values = room
-        ids[size:height] = _NONE
-        values[size:height] = _NONE
-        self.ids, self.values = ids[:height], values[:height]
+        """Make room for positions below ``height`` (new ones give nothing). Amortised O(positions added)
+        (:func:`grown_in_room`), where padding copied every position's entries per giver and batch."""
+        if height > len(self.ids):
+            (ids, values), self._room = grown_in_room((self.ids, self.values), (_NONE, _NONE), height, self._room)
+            assert ids is not None
+            assert values is not None
+            self.ids, self.values = ids, values
 
 
 @dataclass

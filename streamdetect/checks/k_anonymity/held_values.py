@@ -27,7 +27,7 @@ class HeldValues:
         self.counts = counts
         self.values = values
         # The arrays ``counts`` and ``values`` are the first entries of, with room to grow (:meth:`extend`).
-        self._room: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None] | None = None
+        self._room: Room | None = None
 
     @classmethod
     def of(cls, pairs: pl.DataFrame | None, pf: str, target: str, cap: int, height: int) -> HeldValues:
@@ -49,27 +49,14 @@ class HeldValues:
 
     def extend(self, height: int) -> None:
         """Make room for a holder grown to ``height`` rows (new PFs hold nothing yet). Amortised O(rows
-        added): the arrays are views of buffers with room (an eighth more, or the batch sixteen times over),
-        where concatenating copied every PF's counts and values for each set and batch of its holder."""
-        size = len(self.counts)
-        if height <= size:
-            return
-        room = self._room
-        if room is None or room[0].shape[0] < height or self.counts.base is not room[0]:
-            capacity = height + max(height // 8, 16 * (height - size))
-            counts = np.zeros(capacity, dtype=self.counts.dtype)
-            counts[:size] = self.counts
-            values = None
-            if self.values is not None:
-                values = np.full((capacity, self.values.shape[1]), _EMPTY, dtype=self.values.dtype)
-                values[:size] = self.values
-            room = self._room = (counts, values)
-        counts, values = room
-        counts[size:height] = 0
-        self.counts = counts[:height]
-        if values is not None:
-            values[size:height] = _EMPTY
-            self.values = values[:height]
+        added) (:func:`grown_in_room`), where concatenating copied every PF's counts and values for each set
+        and batch of its holder."""
+        if height > len(self.counts):
+            (counts, self.values), self._room = grown_in_room(
+                (self.counts, self.values), (0, _EMPTY), height, self._room
+            )
+            assert counts is not None
+            self.counts = counts
 
     def clear(self, positions: np.ndarray[Any, Any]) -> None:
         """Empty the sets of the PFs at ``positions`` (their sets computed again: :mod:`.withdrawals`)."""
@@ -99,6 +86,38 @@ class HeldValues:
     def count(self, positions: np.ndarray[Any, Any]) -> None:
         """Count pairs taken into the sets without their values (caps above :data:`MATRIX_CAP`)."""
         np.add.at(self.counts, positions.astype(np.int64, copy=False), 1)
+
+
+#: Buffers that arrays by position are the first entries of, with room to grow (an array may be None).
+Room = tuple[np.ndarray[Any, Any] | None, ...]
+
+
+def grown_in_room(
+    arrays: tuple[np.ndarray[Any, Any] | None, ...], fills: tuple[int, ...], height: int, room: Room | None
+) -> tuple[tuple[np.ndarray[Any, Any] | None, ...], Room]:
+    """``arrays`` (one entry, or one row, per position; all as long; None stays None) grown to ``height``
+    positions, the new ones at their ``fills``, and the buffers they are now views of. Amortised O(positions
+    added): the arrays are views of ``room`` when it is theirs and large enough; otherwise new buffers with
+    room (an eighth more, or the growth sixteen times over) take them."""
+    first = next(array for array in arrays if array is not None)
+    size = len(first)
+    if room is None or room[0] is None or room[0].shape[0] < height or first.base is not room[0]:
+        capacity = height + max(height // 8, 16 * (height - size))
+        buffers: list[np.ndarray[Any, Any] | None] = []
+        for array, fill in zip(arrays, fills, strict=True):
+            if array is None:
+                buffers.append(None)
+                continue
+            buffer = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
+            buffer[:size] = array
+            buffers.append(buffer)
+        room = tuple(buffers)
+    grown: list[np.ndarray[Any, Any] | None] = []
+    for kept, fill in zip(room, fills, strict=True):
+        if kept is not None:
+            kept[size:height] = fill
+        grown.append(None if kept is None else kept[:height])
+    return tuple(grown), room
 
 
 def ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
