@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import polars as pl
@@ -48,10 +49,40 @@ def _natural(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return joined
 
 
+#: Lookups of equal keys (code_arrays.matching_runs) by two searches per key, and sorted from the first key.
+LOOKUPS = pytest.mark.parametrize("sorted_from", [None, 0])
+
+
+@contextmanager
+def lookups(sorted_from: int | None) -> Iterator[None]:
+    if sorted_from is None:
+        yield
+    else:
+        with mock.patch.object(code_arrays, "_SORTED_LOOKUPS", sorted_from):
+            yield
+
+
 @SETTINGS
+@LOOKUPS
+@given(st.lists(st.integers(0, 6), max_size=40), st.lists(st.integers(0, 8), max_size=40))
+def test_matching_runs_are_the_runs_of_equal_keys(
+    sorted_from: int | None, present: list[int], wanted: list[int]
+) -> None:
+    ordered = np.sort(np.array(present, dtype=np.uint64))
+    with lookups(sorted_from):
+        low, counts = code_arrays.matching_runs(ordered, np.array(wanted, dtype=np.uint64))
+    for key, start, count in zip(wanted, low.tolist(), counts.tolist(), strict=True):
+        assert count == present.count(key)
+        if count:
+            assert ordered[start : start + count].tolist() == [key] * count
+
+
+@SETTINGS
+@LOOKUPS
 @given(st.lists(frame(), min_size=1, max_size=4))
-def test_join_all_is_the_natural_join_as_a_bag(frames: list[pl.DataFrame]) -> None:
-    got = code_arrays.join_all([CodeRelation.from_frame(f) for f in frames]).to_frame()
+def test_join_all_is_the_natural_join_as_a_bag(sorted_from: int | None, frames: list[pl.DataFrame]) -> None:
+    with lookups(sorted_from):
+        got = code_arrays.join_all([CodeRelation.from_frame(f) for f in frames]).to_frame()
     expected = _natural(sorted(frames, key=lambda f: f.height))
     assert sorted(got.columns) == sorted(expected.columns)
     if expected.height:
@@ -162,9 +193,11 @@ def test_fresh_heads_are_the_capped_merge(earlier: pl.DataFrame, fresh: pl.DataF
 
 
 @SETTINGS
+@LOOKUPS
 @given(frame(("A", "B"), 12), frame(("A", "B", "C"), 40))
-def test_positions_in_find_the_equal_row(rows: pl.DataFrame, large: pl.DataFrame) -> None:
-    positions = code_arrays.positions_in(CodeRelation.from_frame(rows), CodeRelation.from_frame(large), ["A", "B"])
+def test_positions_in_find_the_equal_row(sorted_from: int | None, rows: pl.DataFrame, large: pl.DataFrame) -> None:
+    with lookups(sorted_from):
+        positions = code_arrays.positions_in(CodeRelation.from_frame(rows), CodeRelation.from_frame(large), ["A", "B"])
     keys = large.select("A", "B").rows()
     for row, position in zip(rows.rows(), positions.tolist(), strict=True):
         if position < 0:
