@@ -238,8 +238,9 @@ class KeptCaps:
             return entry[1]
         if key not in self._distinct:
             self._distinct = _alive(self._distinct)
-        count = code_arrays.count_distinct(self.codes(frame), on) if code_arrays.codes_only(frame) else None
-        if count is None:
+        if code_arrays.codes_only(frame):
+            count = code_arrays.count_distinct(self.codes(frame), on)
+        else:
             count = frame.select(on).n_unique()
         self._distinct[key] = (weakref.ref(frame), count)
         return count
