@@ -196,6 +196,10 @@ class SharedWork:
         return self.remember(key, compute)
 
 
+#: Entries of dead frames a kept dict of frames may hold before they are dropped (:meth:`KeptCaps._sweep`).
+_FRAMES_SLACK = 16
+
+
 class KeptCaps:
     """Capped relations kept across batches, each with a weak reference to its input frame: an entry
     counts only while that very frame is alive (a kept projection is replaced by a new frame when its
@@ -211,7 +215,19 @@ class KeptCaps:
         ] = {}
         self._distinct: dict[tuple[int, tuple[str, ...]], tuple[weakref.ref[pl.DataFrame], int]] = {}
         self._codes: dict[int, tuple[weakref.ref[pl.DataFrame], CodeRelation]] = {}
-        self._codes_swept = 64
+        # Per dict of entries, its size at which the entries of dead frames are next dropped (:meth:`_sweep`).
+        self._sweep_at: dict[str, int] = {}
+
+    def _sweep(self, name: str, slack: int | None = None) -> None:
+        """Drop the entries of dead frames from the dict ``name`` once it has doubled since the last time
+        (amortised O(1) per entry: most frames live for one batch), where a pass at every new entry made a
+        stream update's distinct counts quadratic in the frames kept; or once it has ``slack`` entries more,
+        for entries holding frames (capped forms), which a dead frame should not keep for long."""
+        entries = getattr(self, name)
+        if len(entries) >= self._sweep_at.get(name, 0):
+            entries = _alive(entries)
+            setattr(self, name, entries)
+            self._sweep_at[name] = max(2 * len(entries), 64) if slack is None else len(entries) + slack
 
     def codes(self, frame: pl.DataFrame) -> CodeRelation:
         """``frame`` as a relation of codes, made once while the frame lives (a stored projection's
@@ -222,10 +238,7 @@ class KeptCaps:
         return self._keep_codes(frame, CodeRelation.from_frame(frame))
 
     def _keep_codes(self, frame: pl.DataFrame, relation: CodeRelation) -> CodeRelation:
-        if len(self._codes) >= self._codes_swept:
-            # Swept as it doubles (most frames converted live for one batch): amortised O(1) per entry.
-            self._codes = _alive(self._codes)
-            self._codes_swept = max(2 * len(self._codes), 64)
+        self._sweep("_codes")
         self._codes[id(frame)] = (weakref.ref(frame), relation)
         return relation
 
@@ -237,7 +250,7 @@ class KeptCaps:
         if entry is not None and entry[0]() is frame:
             return entry[1]
         if key not in self._distinct:
-            self._distinct = _alive(self._distinct)
+            self._sweep("_distinct")
         if code_arrays.codes_only(frame):
             count = code_arrays.count_distinct(self.codes(frame), on)
         else:
@@ -265,7 +278,7 @@ class KeptCaps:
         entry = self._entries.get(id(frame))
         if entry is None or entry[0]() is not frame:
             if entry is None:
-                self._entries = _alive(self._entries)
+                self._sweep("_entries", _FRAMES_SLACK)
             entry = self._entries[id(frame)] = (weakref.ref(frame), {})
         entry[1][(target, k)] = result
 
@@ -301,7 +314,7 @@ class KeptCaps:
         if entry is not None and entry[0]() is old:
             carried.update({tk: (capped, [fresh]) for tk, capped in entry[1].items()})
         if carried:
-            self._pending = _alive(self._pending)
+            self._sweep("_pending", _FRAMES_SLACK)
             self._pending[id(new)] = (weakref.ref(new), carried)
         return new
 
