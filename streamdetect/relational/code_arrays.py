@@ -183,18 +183,40 @@ def count_distinct(relation: CodeRelation, on: Sequence[str]) -> int:
     return int(np.count_nonzero(flags))
 
 
+def stable_order(keys: npt.NDArray[Any]) -> Positions:
+    """``np.argsort(keys, kind="stable")`` for non-negative integer keys: equal keys in their order. One
+    unstable sort of the keys with each one's position below them, when that fits in 64 bits: numpy's
+    stable sort of 64-bit integers is a merge sort, 2.5-4x the time (20,000 keys: 1.3 ms against 0.35)."""
+    size = keys.size
+    if size < 2:
+        return np.arange(size)
+    if int(keys.max()) >= (1 << 64) // size - 1:
+        return np.argsort(keys, kind="stable")
+    return np.argsort(keys.astype(np.uint64) * np.uint64(size) + np.arange(size, dtype=np.uint64))
+
+
+def first_positions(keys: npt.NDArray[Any]) -> Positions:
+    """``np.unique(keys, return_index=True)[1]`` for non-negative integer keys: where each distinct key
+    first occurs, by key (:func:`stable_order`)."""
+    if not keys.size:
+        return np.zeros(0, dtype=np.intp)
+    order = stable_order(keys)
+    ordered = keys[order]
+    return order[np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))]
+
+
 def unique(relation: CodeRelation) -> CodeRelation:
     """The distinct rows. O(n log n)."""
     if relation.height < 2:
         return relation
-    _, first = np.unique(row_keys(relation.arrays), return_index=True)
+    first = first_positions(row_keys(relation.arrays))
     return relation if first.size == relation.height else relation.take(first)
 
 
 def _heads(group: npt.NDArray[np.uint64], k: int) -> Positions:
     """The positions, ascending, of the first ``k`` entries of each value of ``group`` (earliest first).
     O(n log n)."""
-    order = np.argsort(group, kind="stable")  # within a value, by position
+    order = stable_order(group)  # within a value, by position
     ordered = group[order]
     # An entry's rank within its value's run: its place minus the place where the run starts.
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
@@ -227,7 +249,7 @@ def fresh_heads(earlier: CodeRelation, fresh: CodeRelation, keys: Sequence[str],
     size = earlier.height
     arrays = [np.concatenate((earlier.column(c), fresh.column(c))) for c in earlier.columns]
     # Each distinct row at its first occurrence, in order (earlier rows first).
-    _, first = np.unique(row_keys(arrays), return_index=True)
+    first = first_positions(row_keys(arrays))
     first.sort()
     group = row_keys([arrays[earlier.columns.index(c)][first] for c in keys])
     taken = first[_heads(group if keys else np.zeros(first.size, dtype=np.uint64), k)]

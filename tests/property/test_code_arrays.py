@@ -223,3 +223,12 @@ def test_a_grown_relation_is_the_rows_appended_and_leaves_the_others_unchanged(
             for column in expected.columns:
                 top = expected.get_column(column).max()
                 assert relation.radix(column) == (0 if top is None else int(top) + 1)  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 5) | st.integers(0, 2**64 - 1), max_size=60))
+def test_stable_order_and_first_positions_are_numpys(keys: list[int]) -> None:
+    # Few values so that keys repeat; sometimes a huge one, past where positions fold in below the keys.
+    array = np.array(keys, dtype=np.uint64)
+    assert code_arrays.stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
+    assert code_arrays.first_positions(array).tolist() == np.unique(array, return_index=True)[1].tolist()

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from streamdetect.relational import code_arrays
+
 #: Largest cap whose values are kept as a matrix (its memory is PFs x cap); above it only the counts.
 MATRIX_CAP = 16
 #: An empty slot of the matrix (codes are non-negative).
@@ -43,7 +45,7 @@ class HeldValues:
             return cls(counts, None)
         values = np.full((height, cap), _EMPTY, dtype=np.int64)
         if positions.size:
-            order = np.argsort(positions, kind="stable")
+            order = code_arrays.stable_order(positions)
             values[positions[order], ranks(positions[order])] = codes[order]
         return cls(counts, values)
 
@@ -76,7 +78,7 @@ class HeldValues:
         candidates = np.flatnonzero(fresh)
         if not candidates.size:
             return candidates
-        order = candidates[np.argsort(positions[candidates], kind="stable")]
+        order = candidates[code_arrays.stable_order(positions[candidates])]
         slots = self.counts[positions[order]] + ranks(positions[order])
         taken = order[slots < cap]
         self.values[positions[taken], slots[slots < cap]] = codes[taken]
