@@ -195,14 +195,21 @@ def stable_order(keys: npt.NDArray[Any]) -> Positions:
     return np.argsort(keys.astype(np.uint64) * np.uint64(size) + np.arange(size, dtype=np.uint64))
 
 
-def first_positions(keys: npt.NDArray[Any]) -> Positions:
-    """``np.unique(keys, return_index=True)[1]`` for non-negative integer keys: where each distinct key
-    first occurs, by key (:func:`stable_order`)."""
+def distinct_runs(keys: npt.NDArray[Any]) -> tuple[Positions, Positions]:
+    """For non-negative integer keys, their :func:`stable_order` and where each distinct key's run starts
+    in it: ``order[starts]`` is ``np.unique(keys, return_index=True)[1]``, the run lengths its counts."""
     if not keys.size:
-        return np.zeros(0, dtype=np.intp)
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
     order = stable_order(keys)
     ordered = keys[order]
-    return order[np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))]
+    return order, np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+
+
+def first_positions(keys: npt.NDArray[Any]) -> Positions:
+    """``np.unique(keys, return_index=True)[1]`` for non-negative integer keys: where each distinct key
+    first occurs, by key (:func:`distinct_runs`)."""
+    order, starts = distinct_runs(keys)
+    return order[starts]
 
 
 def unique(relation: CodeRelation) -> CodeRelation:

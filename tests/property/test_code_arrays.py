@@ -232,3 +232,6 @@ def test_stable_order_and_first_positions_are_numpys(keys: list[int]) -> None:
     array = np.array(keys, dtype=np.uint64)
     assert code_arrays.stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
     assert code_arrays.first_positions(array).tolist() == np.unique(array, return_index=True)[1].tolist()
+    order, starts = code_arrays.distinct_runs(array)
+    counted = np.diff(np.append(starts, order.size))
+    assert counted.tolist() == np.unique(array, return_counts=True)[1].tolist()

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from streamdetect.checks.k_anonymity.held_values import HeldValues, Room, grown_in_room, ranks
-from streamdetect.relational.code_arrays import row_keys
+from streamdetect.relational.code_arrays import distinct_runs, row_keys
 
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
 CoverCodes = tuple[str, str, int, frozenset[int]]
@@ -238,8 +238,11 @@ class CoverIndex:
         # One integer per distinct row (codes shifted past _NONE), then a 1-D unique: np.unique over rows
         # sorts a structured view, several times slower.
         packed = row_keys([column + 1 for column in keys.T])
-        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
-        net = np.bincount(inverse.reshape(-1), weights=signs[giving], minlength=len(first)).astype(np.int64)
+        order, starts = distinct_runs(packed)
+        first = order[starts]
+        inverse = np.empty(order.size, dtype=np.intp)
+        inverse[order] = np.repeat(np.arange(starts.size), np.diff(np.append(starts, order.size)))
+        net = np.bincount(inverse, weights=signs[giving], minlength=len(first)).astype(np.int64)
         changed = np.flatnonzero(net)
         counts, interned = self.counts, self._interned
         for key, count in zip(keys[first[changed]].tolist(), net[changed].tolist(), strict=True):

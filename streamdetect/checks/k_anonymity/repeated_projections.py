@@ -150,7 +150,7 @@ def _copies_in_codes(
                 {PF: pl.Series(other_pf[joined], dtype=pl.UInt32), target: pl.Series(value, dtype=dtype)}
             )
         # A first's pair can be both kept and found again: copied once.
-        distinct = np.unique(code_arrays.row_keys([source_pf, source_target]), return_index=True)[1]
+        distinct = code_arrays.first_positions(code_arrays.row_keys([source_pf, source_target]))
         joined_rel = code_arrays.join(
             CodeRelation([PF, "\0rep"], [other_pf, other_rep], len(other_pf)),
             CodeRelation(["\0rep", target], [source_pf[distinct], source_target[distinct]], len(distinct)),

@@ -36,7 +36,7 @@ from streamdetect.checks.linkage.projections import _Projections
 from streamdetect.checks.linkage.state import Flags, LinkageState
 from streamdetect.checks.linkage.tasks import LinkageTask
 from streamdetect.relational.closure import Channel, as_channels, components, view_graph
-from streamdetect.relational.code_arrays import Codes
+from streamdetect.relational.code_arrays import Codes, stable_order
 from streamdetect.relational.dictionary import CODE
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
@@ -66,7 +66,7 @@ class Found:
         polars group-by per join was a quarter of a search)."""
         codes = pairs.get_column(self.identifier).to_numpy()
         values = pairs.get_column(sensitive).to_numpy()
-        order = np.argsort(codes, kind="stable")
+        order = stable_order(codes)
         codes, values = codes[order], values[order]
         unique, starts, counts = np.unique(codes, return_index=True, return_counts=True)
         few = counts < k
