@@ -320,9 +320,11 @@ class KeptCaps:
 
 
 def appended(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with ``rows`` appended. Appends fragment a frame; it is made contiguous now and then
-    (amortised O(1) per appended row)."""
-    grown = pl.concat([frame, rows], rechunk=False) if rows.height else frame
+    """``frame`` with ``rows`` appended (the same columns, in the same order, of the same types). Appends
+    fragment a frame; it is made contiguous now and then (amortised O(1) per appended row). By ``vstack``:
+    ``pl.concat`` of the same two frames cost some 150 us in a stream update (8 us), where a loop of
+    them alone takes 10."""
+    grown = frame.vstack(rows) if rows.height else frame
     return grown.rechunk() if grown.n_chunks() > MAX_CHUNKS else grown
 
 
