@@ -42,6 +42,7 @@ from streamdetect.stream.routing import Units
 from streamdetect.stream.sensor import WorkerSensor
 from streamdetect.stream.service import DetectorService
 from streamdetect.stream.settings import WorkerSettings
+from streamdetect.stream.worker import fetching
 from streamdetect.stream.worker.one_stage import one_stage
 from streamdetect.stream.worker.outputs import (
     BATCH_BYTES,
@@ -107,6 +108,7 @@ def build_app(topology: Topology, settings: WorkerSettings, metrics: WorkerSenso
         producer_max_batch_size=BATCH_BYTES,
         consumer_max_fetch_size=max(max_bytes + 64 * 1024, 4_194_304),
     )
+    fetching.install(app)  # fetches held at most 100 ms at the broker (Faust's driver: 1.5 s)
     # bytes keys and values: Faust then writes and recovers the changelog raw (other types go through JSON).
     table = app.Table(
         state_table(partitions),
