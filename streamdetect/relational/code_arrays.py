@@ -268,21 +268,27 @@ def rows_with_values(large: CodeRelation, small: CodeRelation, on: Sequence[str]
     a key column occurs in ``small`` (a flag per code of ``small``, read for every row left: one gather;
     codes past the largest read a false flag), column by column until few are left. The columns go by
     the share of their codes ``small`` shows, least first (two birthdays of 20,000 before twenty card
-    types of ten). O(|large|) per column used (its radix is counted once per relation)."""
-    if len(on) == 1:
-        columns = list(on)
-    else:
-        share = {c: np.unique(small.column(c)).size / max(large.radix(c), 1) for c in on}
-        columns = sorted(on, key=share.__getitem__)
-    for column in columns:
+    types of ten). O(|large|) per column used (its radix is counted once per relation); the rows are
+    taken once, at the end (the columns read on the way only at the positions left)."""
+    flags = {}
+    for column in on:
         values = small.column(column)
         # A flag per code the large side may hold (its radix): codes of the small side past it match nothing.
-        flags = np.zeros(large.radix(column), dtype=np.bool_)
-        flags[values[values < flags.size]] = True
-        large = large.take(np.flatnonzero(flags[indices(large.column(column))]))
-        if large.height <= _FEW * max(small.height, 1):
+        shown = flags[column] = np.zeros(large.radix(column), dtype=np.bool_)
+        shown[indices(values[values < shown.size])] = True
+    columns = list(on)
+    if len(on) > 1:
+        share = {c: np.count_nonzero(flags[c]) / max(flags[c].size, 1) for c in on}
+        columns.sort(key=share.__getitem__)
+    rows: Positions | None = None
+    for column in columns:
+        codes = large.column(column) if rows is None else large.column(column)[rows]
+        kept = np.flatnonzero(flags[column][indices(codes)])
+        rows = kept if rows is None else rows[kept]
+        if rows.size <= _FEW * max(small.height, 1):
             break
-    return large
+    assert rows is not None
+    return large if rows.size == large.height else large.take(rows)
 
 
 def shown(rows: CodeRelation, large: CodeRelation, on: Sequence[str]) -> npt.NDArray[np.bool_]:
