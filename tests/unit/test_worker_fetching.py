@@ -7,6 +7,7 @@ from pathlib import Path
 
 import aiokafka
 import pytest
+from faust.transport.drivers import aiokafka as driver
 
 from streamdetect.io.topology_file import load_topology
 from streamdetect.stream.security import KafkaSecurity
@@ -37,3 +38,6 @@ def test_the_worker_app_reads_through_the_tuned_transport(tmp_path: Path) -> Non
     app = build_app(topology, settings)
     assert isinstance(app.transport, fetching.Transport)
     assert app.transport.Consumer is fetching._Consumer
+    # The driver's methods the subclasses override: a Faust that renamed them would leave the wait at 1.5 s.
+    assert "_create_worker_consumer" in vars(driver.AIOKafkaConsumerThread)
+    assert "_new_consumer_thread" in vars(driver.Consumer)
