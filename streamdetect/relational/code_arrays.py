@@ -195,14 +195,29 @@ def stable_order(keys: npt.NDArray[Any]) -> Positions:
     return np.argsort(keys.astype(np.uint64) * np.uint64(size) + np.arange(size, dtype=np.uint64))
 
 
+def run_starts(ordered: npt.NDArray[Any]) -> Positions:
+    """Where each run of equal keys starts in the sorted (or grouped) ``ordered``."""
+    if not ordered.size:
+        return np.zeros(0, dtype=np.intp)
+    return np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+
+
+def run_ranks(ordered: npt.NDArray[Any]) -> Positions:
+    """For the sorted (or grouped) ``ordered``, each entry's rank among its equals: 0, 1, ..."""
+    index = np.arange(ordered.size)
+    starts = np.ones(ordered.size, dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    ranked: Positions = index - np.maximum.accumulate(np.where(starts, index, 0))
+    return ranked
+
+
 def distinct_runs(keys: npt.NDArray[Any]) -> tuple[Positions, Positions]:
     """For non-negative integer keys, their :func:`stable_order` and where each distinct key's run starts
     in it: ``order[starts]`` is ``np.unique(keys, return_index=True)[1]``, the run lengths its counts."""
     if not keys.size:
         return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
     order = stable_order(keys)
-    ordered = keys[order]
-    return order, np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return order, run_starts(keys[order])
 
 
 def first_positions(keys: npt.NDArray[Any]) -> Positions:
@@ -224,11 +239,7 @@ def _heads(group: npt.NDArray[np.uint64], k: int) -> Positions:
     """The positions, ascending, of the first ``k`` entries of each value of ``group`` (earliest first).
     O(n log n)."""
     order = stable_order(group)  # within a value, by position
-    ordered = group[order]
-    # An entry's rank within its value's run: its place minus the place where the run starts.
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    rank = np.arange(ordered.size) - np.repeat(starts, np.diff(np.append(starts, ordered.size)))
-    return np.sort(order[rank < k])
+    return np.sort(order[run_ranks(group[order]) < k])
 
 
 def head_positions(relation: CodeRelation, keys: Sequence[str], k: int) -> Positions:
@@ -334,7 +345,7 @@ def matching_runs(
     if wanted.size < _SORTED_LOOKUPS or not ordered.size:
         low = np.searchsorted(ordered, wanted, "left")
         return low, np.searchsorted(ordered, wanted, "right") - low
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    starts = run_starts(ordered)
     distinct = ordered[starts]
     lengths = np.diff(np.append(starts, ordered.size))
     sequence = np.argsort(wanted)

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from streamdetect.checks.k_anonymity.held_values import HeldValues, Room, grown_in_room, ranks
-from streamdetect.relational.code_arrays import distinct_runs, row_keys
+from streamdetect.checks.k_anonymity.held_values import HeldValues, Room, grown_in_room
+from streamdetect.relational.code_arrays import distinct_runs, row_keys, run_ranks
 
 #: (identifier attribute, sensitive attribute, identifier code, value codes)
 CoverCodes = tuple[str, str, int, frozenset[int]]
@@ -355,7 +355,7 @@ def _rows(frame: pl.DataFrame, pf: str, positions: np.ndarray[Any, Any], width: 
     codes = chosen.get_column(target).to_numpy().astype(np.int64)
     order = np.lexsort((codes, facts))
     facts, codes = facts[order], codes[order]
-    rank = ranks(facts)
+    rank = run_ranks(facts)
     room = rank < width
     rows = np.full((len(positions), width), _NONE, dtype=np.int64)
     rows[np.searchsorted(positions, facts[room]), rank[room]] = codes[room]

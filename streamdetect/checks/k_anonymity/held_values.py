@@ -46,7 +46,7 @@ class HeldValues:
         values = np.full((height, cap), _EMPTY, dtype=np.int64)
         if positions.size:
             order = code_arrays.stable_order(positions)
-            values[positions[order], ranks(positions[order])] = codes[order]
+            values[positions[order], code_arrays.run_ranks(positions[order])] = codes[order]
         return cls(counts, values)
 
     def extend(self, height: int) -> None:
@@ -79,7 +79,7 @@ class HeldValues:
         if not candidates.size:
             return candidates
         order = candidates[code_arrays.stable_order(positions[candidates])]
-        slots = self.counts[positions[order]] + ranks(positions[order])
+        slots = self.counts[positions[order]] + code_arrays.run_ranks(positions[order])
         taken = order[slots < cap]
         self.values[positions[taken], slots[slots < cap]] = codes[taken]
         np.add.at(self.counts, positions[taken], 1)
@@ -120,12 +120,3 @@ def grown_in_room(
             kept[size:height] = fill
         grown.append(None if kept is None else kept[:height])
     return tuple(grown), room
-
-
-def ranks(sorted_positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """For positions sorted (equal ones together), each one's rank among its equals: 0, 1, ..."""
-    index = np.arange(sorted_positions.size)
-    starts = np.ones(sorted_positions.size, dtype=bool)
-    starts[1:] = sorted_positions[1:] != sorted_positions[:-1]
-    ranks: np.ndarray[Any, Any] = index - np.maximum.accumulate(np.where(starts, index, 0))
-    return ranks

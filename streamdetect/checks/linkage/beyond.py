@@ -36,7 +36,7 @@ from streamdetect.checks.linkage.projections import _Projections
 from streamdetect.checks.linkage.state import Flags, LinkageState
 from streamdetect.checks.linkage.tasks import LinkageTask
 from streamdetect.relational.closure import Channel, as_channels, components, view_graph
-from streamdetect.relational.code_arrays import Codes, stable_order
+from streamdetect.relational.code_arrays import Codes, run_starts, stable_order
 from streamdetect.relational.dictionary import CODE
 from streamdetect.relational.linked_values import SharedWork, linked_values
 
@@ -68,7 +68,8 @@ class Found:
         values = pairs.get_column(sensitive).to_numpy()
         order = stable_order(codes)
         codes, values = codes[order], values[order]
-        unique, starts, counts = np.unique(codes, return_index=True, return_counts=True)
+        starts = run_starts(codes)  # sorted: each code's run
+        unique, counts = codes[starts], np.diff(np.append(starts, codes.size))
         few = counts < k
         for code, start, count in zip(unique[few].tolist(), starts[few].tolist(), counts[few].tolist(), strict=True):
             self.codes.append(code)
