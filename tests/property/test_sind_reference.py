@@ -15,10 +15,12 @@ from typing import Any
 from unittest.mock import patch
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdetect.checks.indistinguishability.sind import SindCheck
+from streamdetect.errors import TopologyError
 from streamdetect.model.predicates import And, Comparison, Membership, Or, Predicate
 from streamdetect.model.topology import ViewDefinition
 from tests.reference import sind_reference
@@ -209,9 +211,10 @@ def wide_publications(draw: st.DrawFn) -> tuple[pl.DataFrame, tuple[ViewDefiniti
 def test_the_paths_without_sat_give_the_general_paths_findings(
     publication: tuple[pl.DataFrame, tuple[ViewDefinition, ...]], k: int, rng: Any
 ) -> None:
-    """Where no class needs a SAT call, the findings come from one group-by (SindCheck._certain_classes),
-    without a Python object per class. Fed in random batches, some withdrawing rows: after each, the
-    general path's findings on the rows present, in its order, with its ids."""
+    """Where no class needs a SAT call, the findings come from the classes kept under arrivals
+    (SindCheck._certain_classes, kept_classes), without a Python object per class. Fed in random batches,
+    some withdrawing rows: after each, the general path's findings on the rows present, in its order, with
+    its ids."""
     table, views = publication
     check = SindCheck(views, PUBLIC, ("P",), k=k)
     state = check.initialize()
@@ -229,3 +232,40 @@ def test_the_paths_without_sat_give_the_general_paths_findings(
         with patch.object(SindCheck, "_certain_classes", lambda *_: None):
             general = check.result(fresh)
         assert [f.id for f in fast] == [f.id for f in general]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2) | st.none()), max_size=6),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_batch_is_refused_exactly_when_the_public_values_stop_being_a_key(
+    steps: list[tuple[list[tuple[int, int | None]], int]],
+) -> None:
+    """Batches of rows (public values drawn from a small range, nulls too, so they repeat), some
+    withdrawing a row kept: each batch is refused exactly when the rows kept after it repeat public values
+    (the whole scan's verdict), whether the batch's rows are looked up among the kept rows' hashes or joined
+    with them (after a withdrawal), and a refused batch leaves the state as it was."""
+    check = SindCheck((ViewDefinition("v", ("A", "P")),), PUBLIC, ("P",), k=2)
+    state = check.initialize()
+    schema = {"A": pl.Int64, "B": pl.Int64, "P": pl.String}
+    for added, withdraw in steps:
+        batch = pl.DataFrame([{"A": a, "B": b, "P": "x"} for a, b in added], schema=schema)
+        withdrawn = None
+        if withdraw and state.rows is not None and state.rows.height:
+            withdrawn = state.rows.slice(withdraw % state.rows.height, 1)
+        after = state.folded(batch, withdrawn, ["A", "B", "P"])
+        repeats = after is not None and bool(after.select(PUBLIC).is_duplicated().any())
+        before = state.rows
+        if repeats:
+            with pytest.raises(TopologyError, match="not a key of the table"):
+                check.update(state, batch, withdrawn)
+            assert state.rows is before
+        else:
+            check.update(state, batch, withdrawn)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from streamdetect.checks.canonical import value_text
 from streamdetect.checks.findings import Delta, SindFinding
 from streamdetect.checks.indistinguishability.rsind import RsindCheck
-from streamdetect.checks.indistinguishability.sind import SindCheck, SindState, appended_after
+from streamdetect.checks.indistinguishability.sind import SindCheck, SindState
 from streamdetect.checks.presentation import MEMBERS_SHOWN, Section, Shown
 from streamdetect.checks.protocol import BY_SENSITIVE, CheckProperties, CheckSummary, ProgressFactory
 from streamdetect.model.batch import Batch
@@ -73,7 +73,7 @@ class PublisherSide:
         except ValueError as exc:
             return str(exc)
         if isinstance(self.check, SindCheck):
-            return self.check.refusal(rows, known=appended_after(rows, batch.table))
+            return self.check.refusal_after(state, rows, batch.table, batch.retracted_table)
         return self.check.refusal(rows)
 
     def initialize(self) -> SindState:

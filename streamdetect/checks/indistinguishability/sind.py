@@ -34,15 +34,19 @@ the domain; certainty is recomputed per update (it depends on every view's count
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.canonical import member_text
 from streamdetect.checks.findings import Delta, SindFinding, diff
+from streamdetect.checks.indistinguishability.kept_classes import Holding, KeptClasses
 from streamdetect.checks.indistinguishability.private_values import (
     MAX_COMPONENT,
     MAX_PAIRS,
@@ -53,6 +57,7 @@ from streamdetect.errors import TopologyError
 from streamdetect.model.codecs import Encoded, as_frame, document_parts, versioned_document
 from streamdetect.model.predicates import literals_of, to_polars
 from streamdetect.model.topology import Topology, ViewDefinition
+from streamdetect.relational import code_arrays
 from streamdetect.relational.bags import remove_occurrences
 
 SIGNATURE = "\0signature"
@@ -92,29 +97,36 @@ class RowCache:
     members: list[tuple[tuple[str, Any], ...]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     keys: list[tuple[str, ...]] = field(default_factory=list)
-    #: The same order keys and texts as polars columns (a column per public attribute): sorting and
-    #: joining the members of a class of hundreds of thousands of tuples in polars, not in Python.
-    ordering: pl.DataFrame | None = None
+    #: The rows in the order of their keys (``in_order``), and their keys so ordered (an object array of
+    #: tuples, for binary search): arrivals are merged in, not the whole sorted again.
+    order: np.ndarray[Any, Any] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    ordered_keys: np.ndarray[Any, Any] = field(default_factory=lambda: np.empty(0, dtype=object))
     #: Per sensitive attribute of the exact subcase, each row's SIND signature as one text key (it depends
     #: on the row alone there: computed once per row).
     signatures: dict[str, pl.Series] = field(default_factory=dict)
+    #: Per sensitive attribute of the exact subcase, its classes kept under arrivals (:mod:`.kept_classes`).
+    classes: dict[str, KeptClasses] = field(default_factory=dict)
 
     def extend(self, public: Sequence[str], rows: pl.DataFrame) -> None:
         """Add ``rows``' entries (their public attributes), after those of the rows before them."""
-        start = len(self.members)
         for values in rows.select(public).iter_rows():
             member = tuple(zip(public, values, strict=True))
             self.members.append(member)
             self.texts.append(member_text(member))
             self.keys.append(tuple(str(value) for value in values))
-        names = [f"\0k{i}" for i in range(len(public))]
-        columns = {name: [key[i] for key in self.keys[start:]] for i, name in enumerate(names)}
-        added = pl.DataFrame(
-            {**columns, "\0text": self.texts[start:]}, schema=dict.fromkeys([*names, "\0text"], pl.String)
-        )
-        self.ordering = added if self.ordering is None else pl.concat([self.ordering, added], rechunk=False)
-        if self.ordering.n_chunks() > 32:  # a gather over many small chunks is slow: one again, now and then
-            self.ordering = self.ordering.rechunk()
+
+    def in_order(self) -> np.ndarray[Any, Any]:
+        """Every row's position, in the order of their keys (Python's order of the key tuples: the order
+        of the report). The rows since the last call are sorted and merged in by binary search."""
+        done = self.order.size
+        if done < len(self.keys):
+            keys = self.keys
+            fresh = sorted(range(done, len(keys)), key=keys.__getitem__)
+            fresh_keys = np.fromiter((keys[row] for row in fresh), dtype=object, count=len(fresh))
+            at = np.searchsorted(self.ordered_keys, fresh_keys, side="right")
+            self.ordered_keys = np.insert(self.ordered_keys, at, fresh_keys)
+            self.order = np.insert(self.order, at, np.array(fresh, dtype=np.int64))
+        return self.order
 
 
 @dataclass
@@ -132,6 +144,12 @@ class SindState:
     #: Per sensitive attribute, the RSIND check's nodes and partition over ``rows`` (not serialized, rebuilt
     #: when absent; :mod:`streamdetect.checks.indistinguishability.rsind`).
     partitions: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: The hashes of the public values of ``rows`` (the frame they were made for), sorted (not serialized;
+    #: made again when ``rows`` is another frame than theirs): a batch's rows are looked up among them, not
+    #: joined with every row, to see that the public attributes stay a key.
+    key_hashes: tuple[weakref.ref[pl.DataFrame], np.ndarray[Any, Any]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def to_parts(self) -> Encoded:
         """Serialize (a versioned document with an Arrow IPC frame), as the parts of its bytes."""
@@ -179,6 +197,15 @@ def row_cache(state: SindState, public: Sequence[str]) -> RowCache:
     if len(cache.members) < state.rows.height:
         cache.extend(public, state.rows.slice(len(cache.members)))
     return cache
+
+
+def _among_sorted(values: np.ndarray[Any, Any], ordered: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Whether each of ``values`` is in the sorted ``ordered``."""
+    if not ordered.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.minimum(np.searchsorted(ordered, values), ordered.size - 1)
+    found: np.ndarray[Any, Any] = ordered[at] == values
+    return found
 
 
 def appended_after(rows: pl.DataFrame | None, added: pl.DataFrame | None) -> int:
@@ -236,16 +263,24 @@ class SindCheck:
         state.findings = after
         return diff(before, after)
 
-    def refusal(self, rows: pl.DataFrame | None, known: int = 0) -> str | None:
+    def refusal(
+        self, rows: pl.DataFrame | None, known: int = 0, hashes: np.ndarray[Any, Any] | None = None
+    ) -> str | None:
         """Why the table's rows cannot be checked (the public attributes are not a key), or None. ``known``:
         how many first rows are a key already (a state's rows before a batch appended its own): then only
         the rows after them are looked at, among themselves and against those (O(batch) hashing, not a
-        whole duplicate scan), and the whole scan runs only to name a repeated row."""
+        whole duplicate scan), and the whole scan runs only to name a repeated row. ``hashes``: the sorted
+        hashes of those first rows' public values (:attr:`SindState.key_hashes`), when the caller has them:
+        the rows after are looked up among them (a hit is checked exactly, by the join)."""
         if rows is None:
             return None
         if known:
             public = list(self.public)
             fresh = rows.slice(known).select(public)
+            if hashes is not None and hashes.size == known:
+                looked_up = fresh.hash_rows().to_numpy()
+                if np.unique(looked_up).size == looked_up.size and not _among_sorted(looked_up, hashes).any():
+                    return None
             earlier = rows.head(known).select(public)
             if (
                 not fresh.is_duplicated().any()
@@ -261,15 +296,35 @@ class SindCheck:
             f"row {row + 1} repeats another row's public values"
         )
 
+    def refusal_after(
+        self, state: SindState, rows: pl.DataFrame | None, added: pl.DataFrame | None, withdrawn: pl.DataFrame | None
+    ) -> str | None:
+        """:meth:`refusal` of ``rows``, the state's rows after withdrawing ``withdrawn`` and adding ``added``
+        (:meth:`SindState.folded`); the state's key hashes are built when missing (and used when nothing is
+        withdrawn: the rows kept are then the state's, in order)."""
+        hashes = None
+        if (withdrawn is None or withdrawn.is_empty()) and state.rows is not None:
+            if state.key_hashes is None or state.key_hashes[0]() is not state.rows:
+                made = np.sort(state.rows.select(self.public).hash_rows().to_numpy())
+                state.key_hashes = (weakref.ref(state.rows), made)
+            hashes = state.key_hashes[1]
+        return self.refusal(rows, known=appended_after(rows, added), hashes=hashes)
+
     def fold(self, state: SindState, table_rows: pl.DataFrame | None, retracted: pl.DataFrame | None) -> None:
         """Withdraw, then add rows; nothing is recomputed. Refused (``TopologyError``, the state unchanged)
         when the public attributes would not be a key."""
         rows = state.folded(table_rows, retracted, [*self.public, *self.sensitive])
-        problem = self.refusal(rows, known=appended_after(rows, table_rows))
+        problem = self.refusal_after(state, rows, table_rows, retracted)
         if problem is not None:
             raise TopologyError(problem, file=self.table_source)
         if retracted is not None and retracted.height:
             state.cache = None  # rows left from the middle: positions moved
+        elif state.key_hashes is not None and state.key_hashes[0]() is state.rows and rows is not None:
+            hashes = state.key_hashes[1]
+            if table_rows is not None and table_rows.height:
+                fresh = np.sort(table_rows.select(self.public).hash_rows().to_numpy())
+                hashes = np.insert(hashes, np.searchsorted(hashes, fresh), fresh)
+            state.key_hashes = (weakref.ref(rows), hashes)
         state.rows = rows
 
     def row_cache(self, state: SindState) -> RowCache:
@@ -382,8 +437,11 @@ class SindCheck:
         """Representatives of Dom(P) for the conservative signatures: the table's values, the literals
         the selections compare P with, values beside each literal, and one value unlike all of them.
         More representatives only split classes further, which keeps the check conservative."""
-        dtype = rows.schema[sensitive]
-        values: set[Any] = set(rows.get_column(sensitive).drop_nulls().to_list())
+        values = set(rows.get_column(sensitive).drop_nulls().to_list())
+        return self._domain_of(rows.schema[sensitive], values, sensitive)
+
+    def _domain_of(self, dtype: pl.DataType, values: set[Any], sensitive: str) -> list[Any]:
+        """:meth:`_domain` from the table's (non-null) values of P, of type ``dtype``."""
         literals = {
             v for view in self.views if view.where is not None for a, v in literals_of(view.where) if a == sensitive
         }
@@ -459,34 +517,37 @@ class SindCheck:
         value (then they are all certain, merged per value), or none holds one value. None otherwise (the
         general path). In the exact subcase members of a class share every view's projection, hence their
         candidates: a class is pinned or not as a whole. On BP every tuple is pinned by the one view
-        holding P: 41,699 classes of one tuple, eight findings. O(rows) in polars, plus the findings."""
+        holding P: 41,699 classes of one tuple, eight findings. The classes are kept under arrivals
+        (:mod:`.kept_classes`): an update costs its rows, array operations over the classes, and the
+        findings it changed."""
         assert state.rows is not None
         if not self.exact_for(sensitive):
             return None
         rows = state.rows
         keys = self._keys(state, sensitive)
-        classes = (
-            pl.DataFrame({"\0key": keys, "\0p": rows.get_column(sensitive)})
-            .with_row_index("\0row")
-            .group_by("\0key")
-            .agg(pl.col("\0row"), pl.col("\0p").n_unique().alias("\0values"))
-        )
-        uniform = classes.filter(pl.col("\0values") == 1)
-        if uniform.height:
-            pinned = self._pinned(rows, sensitive)
-            if pinned is None or not uniform.get_column("\0row").list.first().is_in(pinned.implode()).all():
-                return None
         cache = self.row_cache(state)
+        kept = cache.classes.get(sensitive)
+        if kept is None:
+            kept = cache.classes[sensitive] = KeptClasses(sensitive, self._holding(sensitive))
+        if kept.rows < rows.height:
+            kept.extend(rows.slice(kept.rows), keys.slice(kept.rows).to_list())
+        uniform = ~kept.several
+        if uniform.any():
+            pinned = self._pinned_firsts(rows, sensitive, kept, kept.first[uniform])
+            if pinned is None or not pinned.all():
+                return None
         views = tuple(sorted(view.name for view in self._relevant(sensitive)))
         findings: list[tuple[tuple[str, ...], SindFinding]] = []
-        small = classes.filter((pl.col("\0values") > 1) & (pl.col("\0row").list.len() < self.k))
-        if small.height:  # their members in the order of their public values, as the general path lists them
+        small = np.flatnonzero(kept.several & (kept.size < self.k))
+        if small.size:  # their members in the order of their public values, as the general path lists them
+            members_of = np.flatnonzero(np.isin(kept.row_class, small))
             ordered = (
-                small.select("\0key", "\0row")
-                .explode("\0row")
-                .join(rows.select(self.public).with_row_index("\0row"), on="\0row")
-                .sort(["\0key", *self.public])
-                .group_by("\0key", maintain_order=True)
+                rows.select(self.public)[members_of]
+                .with_columns(
+                    pl.Series("\0class", kept.row_class[members_of]), pl.Series("\0row", members_of, dtype=pl.UInt32)
+                )
+                .sort(["\0class", *self.public])
+                .group_by("\0class", maintain_order=True)
                 .agg(pl.col("\0row"))
             )
             for rows_of in ordered.get_column("\0row").to_list():
@@ -494,22 +555,52 @@ class SindCheck:
                 reason = f"class of {len(members)} public tuple(s), fewer than k = {self.k}"
                 finding = SindFinding(self.k, sensitive, members, views, reason, True)
                 findings.append((cache.keys[rows_of[0]], finding))
-        positions = uniform.select("\0row").explode("\0row").get_column("\0row")
-        assert cache.ordering is not None
-        # Per value, its certain members in the order of their keys (as Python orders the key tuples: UTF-8
-        # bytes sort as code points), their texts joined: in polars.
-        certain = (
-            cache.ordering[positions]
-            .with_columns(positions.alias("\0row"), rows.get_column(sensitive).gather(positions).alias("\0p"))
-            .sort([c for c in cache.ordering.columns if c.startswith("\0k")])
-            .group_by("\0p", maintain_order=True)
-            .agg(pl.col("\0row"), pl.col("\0text").str.join(","))
-        )
-        for ordered, text in certain.select("\0row", "\0text").iter_rows():
-            members = tuple(cache.members[row] for row in ordered)
-            finding = SindFinding(self.k, sensitive, members, views, CERTAIN, True, members_text=f"[{text}]")
-            findings.append((cache.keys[ordered[0]], finding))
+        # Per value, its certain members in the order of their keys, their texts joined; a value's finding
+        # is made again only when its members changed.
+        order = cache.in_order()
+        certain = order[uniform[kept.row_class[order]]]
+        codes = kept.code[certain]
+        by_value = np.argsort(codes, kind="stable")
+        certain, codes = certain[by_value], codes[by_value]
+        starts = code_arrays.run_starts(codes)
+        ends = [*starts[1:].tolist(), codes.size] if starts.size else []
+        made: dict[int, tuple[np.ndarray[Any, Any], SindFinding]] = {}
+        for start, end in zip(starts.tolist(), ends, strict=True):
+            code, members_at = int(codes[start]), certain[start:end]
+            earlier = kept.made.get(code)
+            if earlier is not None and np.array_equal(earlier[0], members_at):
+                finding = earlier[1]
+            else:
+                # (itemgetter takes tens of thousands of members at C speed; one member is not a tuple.)
+                listed = itemgetter(*members_at.tolist())
+                members = listed(cache.members) if members_at.size > 1 else (listed(cache.members),)
+                text = ",".join(listed(cache.texts)) if members_at.size > 1 else listed(cache.texts)
+                finding = SindFinding(self.k, sensitive, members, views, CERTAIN, True, members_text=f"[{text}]")
+            made[code] = (members_at, finding)
+            findings.append((cache.keys[int(members_at[0])], finding))
+        kept.made = made
         return [finding for _, finding in sorted(findings, key=lambda pair: pair[0])]
+
+    def _holding(self, sensitive: str) -> Holding | None:
+        """The one view projecting ``sensitive``, as it pins rows, when it alone decides which are (no
+        domain declared); None when the oracle decides."""
+        holding = [view for view in self._relevant(sensitive) if sensitive in view.attributes]
+        if len(holding) != 1 or self.domains.get(sensitive) is not None:
+            return None
+        return Holding(holding[0], sensitive)
+
+    def _pinned_firsts(
+        self, rows: pl.DataFrame, sensitive: str, kept: KeptClasses, firsts: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any] | None:
+        """Whether each of ``firsts`` (row positions) is pinned (:meth:`_pinned`), from the classes kept
+        when one view decides it; None when the question is beyond the oracle's budget."""
+        if kept.holding is None:
+            pinned = self._pinned(rows, sensitive)
+            return None if pinned is None else np.isin(firsts, pinned.to_numpy())
+        size = len(self._domain_of(rows.schema[sensitive], kept.non_null_values(), sensitive))
+        if rows.height * size > self.max_pairs:
+            return None
+        return kept.holding.pinned(firsts, kept.null_rows(firsts))
 
     def _pinned(self, rows: pl.DataFrame, sensitive: str) -> pl.Series | None:
         """The rows whose every instance gives them their current value, in the exact subcase, or None when
