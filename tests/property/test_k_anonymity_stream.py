@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streamdetect.checks.k_anonymity import cover_index, held_values, join_search, repeated_projections
+from streamdetect.checks.k_anonymity import cover_index, held_values, join_search, repeated_projections, shared_delta
 from streamdetect.checks.k_anonymity.association_covers import AssociationCoverCheck, AssociationCoverState
 from streamdetect.checks.k_anonymity.cover_index import CoverIndex
 from streamdetect.checks.k_anonymity.kept_relations import PF
@@ -298,6 +298,17 @@ def _sets_by_definition(
     return found
 
 
+#: The ways a set grows by a batch: by the join shared by the sets (the default), with every view that
+#: repeats a value of the attributes it shares giving its capped values instead of its PFs (fan-out 1), or
+#: by a run of its own (the shared join never applying).
+SHARED_JOIN = pytest.mark.parametrize(
+    "shared_join",
+    [{}, {"FANOUT": 1}, {"grown_sets": lambda *_, **__: None}],
+    ids=["shared-join", "shared-join-capped-views", "runs-per-set"],
+)
+
+
+@SHARED_JOIN
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=publications(), cut=st.integers(1, 4))
 # A view holding only the pair's other attribute, null in every row: the pair's join is empty.
@@ -318,17 +329,21 @@ def _sets_by_definition(
     },
     cut=1,
 )
-def test_capped_sets_grown_by_batches_hold_what_the_definition_gives(case: dict[str, Any], cut: int) -> None:
+def test_capped_sets_grown_by_batches_hold_what_the_definition_gives(
+    case: dict[str, Any], cut: int, shared_join: dict[str, Any]
+) -> None:
     """The capped sets themselves, after every batch of arrivals: a PF's set is w(p)'s values when fewer
     than the cap, else ``cap`` of them. Some of what the stream does to a set (a new PF taking an earlier
-    one's set, a holder of the target full at one value) rarely shows in the covers."""
+    one's set, a holder of the target full at one value) rarely shows in the covers. Each way a set grows
+    (``shared_join``)."""
     views = tuple(ViewDefinition(name, schema) for name, schema in case["views"].items())
     check = AssociationCoverCheck(views, ("A", "B"), ("C", "D"), case["k"])
     frames = _frames(case, case["rows"])
     state = check.initialize()
-    for part in range(cut):
-        check.add(state, {name: frame.gather_every(cut, part) for name, frame in frames.items()})
-        _assert_sets_by_definition(check, state)
+    with patch.multiple(shared_delta, **shared_join) if shared_join else ExitStack():
+        for part in range(cut):
+            check.add(state, {name: frame.gather_every(cut, part) for name, frame in frames.items()})
+            _assert_sets_by_definition(check, state)
 
 
 def _assert_sets_by_definition(check: AssociationCoverCheck, state: AssociationCoverState) -> None:
@@ -356,9 +371,12 @@ def _assert_sets_by_definition(check: AssociationCoverCheck, state: AssociationC
             assert int(counts.sum()) == sum(map(len, held.values())), key
 
 
+@SHARED_JOIN
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=publications(), rng=st.randoms(use_true_random=False))
-def test_capped_sets_after_withdrawals_hold_what_the_definition_gives(case: dict[str, Any], rng: random.Random) -> None:
+def test_capped_sets_after_withdrawals_hold_what_the_definition_gives(
+    case: dict[str, Any], rng: random.Random, shared_join: dict[str, Any]
+) -> None:
     """The capped sets after every batch of random additions and withdrawals (views emptied and refilled,
     rows withdrawn and published again): a withdrawal takes its rows out where their joins reached
     (:mod:`.withdrawals`) and leaves the other sets as they are, and every set still holds what the
@@ -368,19 +386,20 @@ def test_capped_sets_after_withdrawals_hold_what_the_definition_gives(case: dict
     topology = _topology(case)
     detector = Detector(topology)
     steps = random.Random(rng.random())
-    for added, withdrawn, _ in additions_and_withdrawals(case["rows"], steps):
-        with patch.object(join_search, "TARGETED_COVERS", 0):  # every subset asked keeps a state
-            detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
-        state = detector.states["k-anonymity"]
-        check = detector.checks["k-anonymity"].method.check
-        _assert_sets_by_definition(check, state)
-        for subset in state.subsets.values():
-            if not subset.pending and not subset.gone:  # caught up by the batch's search (or holding nothing new)
-                _assert_sets_by_definition(subset.check, subset.state)
-        if steps.random() < 0.3:  # the subsets not asked meanwhile keep their pending rows over batches
+    with patch.multiple(shared_delta, **shared_join) if shared_join else ExitStack():
+        for added, withdrawn, _ in additions_and_withdrawals(case["rows"], steps):
+            with patch.object(join_search, "TARGETED_COVERS", 0):  # every subset asked keeps a state
+                detector.update(Batch(views=_frames(case, added), retracted=_frames(case, withdrawn)))
+            state = detector.states["k-anonymity"]
+            check = detector.checks["k-anonymity"].method.check
+            _assert_sets_by_definition(check, state)
             for subset in state.subsets.values():
-                subset.catch_up()
-                _assert_sets_by_definition(subset.check, subset.state)
+                if not subset.pending and not subset.gone:  # caught up by the batch's search (or nothing new)
+                    _assert_sets_by_definition(subset.check, subset.state)
+            if steps.random() < 0.3:  # the subsets not asked meanwhile keep their pending rows over batches
+                for subset in state.subsets.values():
+                    subset.catch_up()
+                    _assert_sets_by_definition(subset.check, subset.state)
 
 
 def test_a_subset_state_catches_up_with_rows_added_and_withdrawn_since_it_was_asked() -> None:

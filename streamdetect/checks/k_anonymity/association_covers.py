@@ -35,6 +35,7 @@ import polars as pl
 
 from streamdetect.checks.batch_log import BatchLog
 from streamdetect.checks.findings import AssociationCoverFinding, Delta, diff
+from streamdetect.checks.k_anonymity import shared_delta
 from streamdetect.checks.k_anonymity.cover_index import CoverCodes, CoverIndex
 from streamdetect.checks.k_anonymity.functional_dependencies import effective_dependencies
 from streamdetect.checks.k_anonymity.held_values import HeldValues
@@ -380,9 +381,13 @@ class AssociationCoverCheck:
         """Grow every capped set by the join of ``name``'s rows ``new`` (at ``positions``) with the rows
         present; ``progress`` told of each set, counting from ``done`` (sets done, total). The sets done."""
         count, total = done
-        for key, cap, twin in self._set_keys(state.seen):
+        keys = self._set_keys(state.seen)
+        # The sets answered by one join of the rows with every view (:mod:`.shared_delta`); the others run.
+        answered = shared_delta.grown_sets(self, state, name, (new, positions), keys=keys) if new.height else None
+        for key, cap, twin in keys:
             if new.height:
-                self._apply(state, key, twin, name, new, positions, cap, shared)
+                found = answered.get(key) if answered is not None else None
+                self._apply(state, key, twin, name, new, positions, cap, shared, found)
             count += 1
             if progress is not None:
                 progress(count, total)
@@ -398,15 +403,21 @@ class AssociationCoverCheck:
         positions: pl.Series,
         cap: int,
         shared: SharedWork,
+        answered: pl.DataFrame | None = None,
     ) -> None:
         """Grow ``key``'s set by the join of ``new_rows`` with the rows present, or take its twin's (the
-        same set, grown already: :meth:`_set_keys`)."""
+        same set, grown already: :meth:`_set_keys`). ``answered``: the pairs the join gives it, when the
+        shared join of the batch's rows gave them (:mod:`.shared_delta`)."""
         if twin is not None:
             _share(state, key, twin)
             return
         if key in state.borrowed:  # no longer its twin's set (a null now tells the pairs apart)
             state.borrowed.discard(key)
             state.held.pop(key, None)
+        if answered is not None:
+            if answered.height:
+                self._take(state, key, answered, cap)
+            return
         holder, _, _, target = key
         reads = self.reads(key)
         relations: dict[str, pl.DataFrame] = {}
@@ -446,6 +457,11 @@ class AssociationCoverCheck:
             found = pl.concat([found, copied(found)], how="vertical_relaxed")
         if found.is_empty() and any(frame.is_empty() for frame in relations.values()):
             return  # no join: the set stays as it was (absent before any pair)
+        self._take(state, key, found, cap)
+
+    def _take(self, state: AssociationCoverState, key: SetKey, found: pl.DataFrame, cap: int) -> None:
+        """Take the pairs ``found`` into ``key``'s set (:meth:`_merge`), telling the cover index which PFs
+        took some."""
         added = self._merge(state, key, found, cap)
         if added.height:
             state.touched.setdefault(key, []).append(added.get_column(PF))
