@@ -43,7 +43,6 @@ class Holding:
     constrains them."""
 
     view: ViewDefinition
-    sensitive: str
     #: Per row, whether the view selects it.
     selected: np.ndarray[Any, Any] = field(default_factory=lambda: np.empty(0, dtype=bool))
 

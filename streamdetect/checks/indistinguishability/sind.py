@@ -587,7 +587,7 @@ class SindCheck:
         holding = [view for view in self._relevant(sensitive) if sensitive in view.attributes]
         if len(holding) != 1 or self.domains.get(sensitive) is not None:
             return None
-        return Holding(holding[0], sensitive)
+        return Holding(holding[0])
 
     def _pinned_firsts(
         self, rows: pl.DataFrame, sensitive: str, kept: KeptClasses, firsts: np.ndarray[Any, Any]
